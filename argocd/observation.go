@@ -1,0 +1,45 @@
+package argocd
+
+import (
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// AppObservation is everything the Argo CD rules need to know about one Application. Sources (the live watcher,
+// the snapshot reader) fill it; rules only read it.
+type AppObservation struct {
+	// Instance names the Argo CD server the application was seen through ("" for the only one).
+	Instance string
+	// App is the Application as the Argo CD API (or `argocd app get -o json`) returns it.
+	App *v1alpha1.Application
+	// Hooks are the live hook objects of the application (annotation argocd.argoproj.io/hook or helm.sh/hook),
+	// including ones that are being deleted, as the Argo CD API's GetResource or a kubectl dump returns them.
+	Hooks []*unstructured.Unstructured
+	// HooksKnown is true when the source looked for the application's hook objects, so that an absent hook is
+	// really absent. When false, rules that need a hook's live state stay silent.
+	HooksKnown bool
+	// ServerVersion is the Argo CD server version (Version API, e.g. "v2.14.3+abc1234"), when known.
+	ServerVersion string
+	// StateSince is when the operation state last changed as observed by the source (phase, message or sync
+	// result); zero means unknown, and rules fall back to the operation's startedAt.
+	StateSince time.Time
+	// UIURL is the base URL of the Argo CD UI, used for links ("" when not configured).
+	UIURL string
+}
+
+// Thresholds are the ages after which an Argo CD condition counts as stuck.
+type Thresholds struct {
+	// HookFinalizer: a hook carrying argocd.argoproj.io/hook-finalizer with a deletionTimestamp older than this.
+	HookFinalizer time.Duration
+	// HookCompletion: an operation running longer than this while waiting on a hook that already finished.
+	HookCompletion time.Duration
+	// OperationStuck: an operation Running/Terminating with no change for longer than this.
+	OperationStuck time.Duration
+}
+
+// DefaultThresholds are the defaults the catalog documents.
+func DefaultThresholds() Thresholds {
+	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute}
+}

@@ -1,0 +1,31 @@
+// Package deps pins imports while the module is being assembled.
+package deps
+
+import (
+	_ "github.com/argoproj/argo-cd/v2/cmpserver"
+	_ "github.com/argoproj/argo-cd/v2/cmpserver/apiclient"
+	_ "github.com/argoproj/argo-cd/v2/pkg/apiclient"
+	_ "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	_ "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	_ "github.com/argoproj/argo-cd/v2/server"
+	_ "github.com/argoproj/argo-cd/v2/util/cmp"
+	_ "github.com/fluxcd/helm-controller/api/v2"
+	_ "github.com/fluxcd/helm-controller/api/v2beta1"
+	_ "github.com/fluxcd/helm-controller/api/v2beta2"
+	_ "github.com/fluxcd/pkg/apis/event/v1beta1"
+	_ "github.com/fluxcd/pkg/apis/meta"
+	_ "github.com/fluxcd/pkg/runtime/conditions"
+	_ "github.com/fluxcd/pkg/runtime/events"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/slack-go/slack"
+	_ "github.com/slack-go/slack/slacktest"
+	_ "github.com/spf13/cobra"
+	_ "github.com/stretchr/testify/require"
+	_ "helm.sh/helm/v3/pkg/action"
+	_ "k8s.io/client-go/dynamic"
+	_ "k8s.io/client-go/tools/leaderelection"
+	_ "sigs.k8s.io/controller-runtime/pkg/client"
+	_ "sigs.k8s.io/controller-runtime/pkg/envtest"
+	_ "sigs.k8s.io/kustomize/api/krusty"
+	_ "sigs.k8s.io/yaml"
+)

@@ -1,0 +1,164 @@
+package syncmedic
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// RuleID identifies a rule of the failure catalog. The IDs are part of the public interface (policy files, metrics
+// labels, docs/rules.md anchors) and never change.
+type RuleID string
+
+// The failure catalog (DESIGN.md, "Failure catalog").
+const (
+	RuleHookFinalizerStuck       RuleID = "argocd/hook-finalizer-stuck"
+	RuleHookCompletionMissed     RuleID = "argocd/hook-completion-missed"
+	RuleHookImmutable            RuleID = "argocd/hook-immutable"
+	RuleOperationStuck           RuleID = "argocd/operation-stuck"
+	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
+	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
+	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
+	RuleArtifactGCFinalizerStuck RuleID = "workflows/artifactgc-finalizer-stuck"
+	RuleHelmReleaseStaleStatus   RuleID = "flux/helmrelease-stale-status"
+	RuleDependencyNotReadyFalse  RuleID = "flux/dependency-not-ready-false"
+	RuleRetriesExhausted         RuleID = "flux/retries-exhausted"
+	RuleDeprecatedStoredVersion  RuleID = "flux/deprecated-stored-version"
+)
+
+// Rule is a catalog entry: what a rule means and how it behaves by default.
+type Rule struct {
+	ID RuleID `json:"id"`
+	// Title is a short noun phrase ("Hook finalizer never removed").
+	Title string `json:"title"`
+	// Meaning is one or two sentences for a person who has never heard of the rule.
+	Meaning  string   `json:"meaning"`
+	Severity Severity `json:"severity"`
+	// Threshold is the default age after which the condition counts as stuck (zero: immediately).
+	Threshold time.Duration `json:"threshold"`
+	// Actions are the remedies the rule may propose, in the order they are tried.
+	Actions []ActionID `json:"actions,omitempty"`
+}
+
+// DocsURL returns the rule's section in docs/rules.md.
+func (r Rule) DocsURL() string { return DocsBaseURL + "#" + r.Anchor() }
+
+// Anchor returns the Markdown heading anchor of the rule in docs/rules.md (the ID without punctuation).
+func (r Rule) Anchor() string {
+	b := make([]byte, 0, len(r.ID))
+	for _, c := range []byte(r.ID) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// DocsBaseURL is where docs/rules.md is published.
+const DocsBaseURL = "https://github.com/syncmedic/syncmedic/blob/main/docs/rules.md"
+
+var catalog = map[RuleID]Rule{
+	RuleHookFinalizerStuck: {
+		ID: RuleHookFinalizerStuck, Title: "Argo CD hook finalizer never removed",
+		Meaning:  "A hook object carries argocd.argoproj.io/hook-finalizer and no Argo CD controller will remove it: it is stuck terminating, or it blocks the next hook of the same name.",
+		Severity: SeverityCritical, Threshold: 2 * time.Minute,
+		Actions: []ActionID{ActionRemoveHookFinalizer, ActionTerminateAndResync},
+	},
+	RuleHookCompletionMissed: {
+		ID: RuleHookCompletionMissed, Title: "Argo CD missed a finished hook",
+		Meaning:  "The sync operation still waits for a hook that has already finished: the hook completed before Argo CD looked (the fast-Job race).",
+		Severity: SeverityCritical, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionTerminateAndResync},
+	},
+	RuleHookImmutable: {
+		ID: RuleHookImmutable, Title: "Hook cannot be replaced: field is immutable",
+		Meaning:  "The sync failed with \"field is immutable\" because the previous hook object of the same name still exists, held by a finalizer or stuck deleting.",
+		Severity: SeverityCritical, Threshold: 0,
+		Actions: []ActionID{ActionRemoveHookFinalizer, ActionTerminateAndResync},
+	},
+	RuleOperationStuck: {
+		ID: RuleOperationStuck, Title: "Argo CD operation stuck",
+		Meaning:  "A sync operation has been Running or Terminating past the threshold with no change in its state.",
+		Severity: SeverityWarning, Threshold: 30 * time.Minute,
+		Actions: []ActionID{ActionTerminateAndResync},
+	},
+	RuleWebhookBackendMissing: {
+		ID: RuleWebhookBackendMissing, Title: "Admission webhook backend missing",
+		Meaning:  "A webhook configuration with failurePolicy Fail points at a Service that is gone or has no ready endpoints: every write it matches is rejected.",
+		Severity: SeverityCritical, Threshold: time.Minute,
+	},
+	RuleWebhookNamespaceOwned: {
+		ID: RuleWebhookNamespaceOwned, Title: "Webhook configuration owned by a Namespace",
+		Meaning:  "A webhook configuration has a controller ownerReference to a Namespace (Knative ≤1.15): Argo CD will never prune it, so deleting the app leaves a webhook without a backend.",
+		Severity: SeverityWarning, Threshold: 0,
+	},
+	RuleStuckTerminating: {
+		ID: RuleStuckTerminating, Title: "Object stuck terminating",
+		Meaning:  "An object was deleted but finalizers keep it alive past the threshold.",
+		Severity: SeverityWarning, Threshold: 2 * time.Minute,
+	},
+	RuleArtifactGCFinalizerStuck: {
+		ID: RuleArtifactGCFinalizerStuck, Title: "Argo Workflow held by the artifact-gc finalizer",
+		Meaning:  "A failed Workflow being deleted keeps workflows.argoproj.io/artifact-gc although it has no output artifacts to collect (argo-workflows #13499).",
+		Severity: SeverityWarning, Threshold: 2 * time.Minute,
+		Actions: []ActionID{ActionForceFinalizerRemoval},
+	},
+	RuleHelmReleaseStaleStatus: {
+		ID: RuleHelmReleaseStaleStatus, Title: "HelmRelease status written by an old controller",
+		Meaning:  "The HelmRelease status was written by a helm-controller older than v0.37 (Flux 2.2) and the current controller has not rewritten it.",
+		Severity: SeverityWarning, Threshold: 10 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcile, ActionFluxForceReconcile},
+	},
+	RuleDependencyNotReadyFalse: {
+		ID: RuleDependencyNotReadyFalse, Title: "HelmRelease says a Ready dependency is not ready",
+		Meaning:  "The HelmRelease is Ready=False with reason DependencyNotReady while every dependsOn HelmRelease is Ready at its current generation.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcile, ActionFluxForceReconcile},
+	},
+	RuleRetriesExhausted: {
+		ID: RuleRetriesExhausted, Title: "HelmRelease retries exhausted",
+		Meaning:  "The HelmRelease is Stalled because install or upgrade retries are exhausted; helm-controller will not try again until reset.",
+		Severity: SeverityCritical, Threshold: 0,
+		Actions: []ActionID{ActionFluxResetReconcile},
+	},
+	RuleDeprecatedStoredVersion: {
+		ID: RuleDeprecatedStoredVersion, Title: "HelmRelease CRD still stores a deprecated version",
+		Meaning:  "The HelmRelease CRD's status.storedVersions still lists v2beta1 or v2beta2; Flux 2.7 removes v2beta1 and the upgrade fails until the objects are migrated.",
+		Severity: SeverityWarning, Threshold: 0,
+	},
+}
+
+// Rules returns the whole catalog, sorted by ID.
+func Rules() []Rule {
+	out := make([]Rule, 0, len(catalog))
+	for _, r := range catalog {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// LookupRule returns the catalog entry for id.
+func LookupRule(id RuleID) (Rule, bool) {
+	r, ok := catalog[id]
+	return r, ok
+}
+
+// ParseRuleID validates a rule ID given by a user (a flag or a policy file).
+func ParseRuleID(s string) (RuleID, error) {
+	id := RuleID(s)
+	if _, ok := catalog[id]; !ok {
+		return "", fmt.Errorf("unknown rule %q: see `syncmedic rules` or docs/rules.md for the catalog", s)
+	}
+	return id, nil
+}
+
+// NewFinding starts a finding for rule id about o with the catalog's severity and a fingerprint.
+func NewFinding(id RuleID, o ObjectRef, summary string) Finding {
+	r, ok := catalog[id]
+	if !ok {
+		panic(fmt.Sprintf("syncmedic: rule %q is not in the catalog", id))
+	}
+	return Finding{Rule: id, Severity: r.Severity, Object: o, Summary: summary, Fingerprint: Fingerprint(id, o)}
+}
