@@ -1,13 +1,288 @@
 package argocd
 
 import (
+	"fmt"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/syncmedic/syncmedic"
 )
 
-// Evaluate runs every Argo CD rule of the catalog against one application observation.
-// TODO(rules helper): implement; the signature is the contract the snapshot reader and the watcher use.
+// Evaluate runs every Argo CD rule of the catalog against one application observation. The generic
+// argocd/operation-stuck finding is left out when a more specific rule already explains the same operation.
 func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
-	return nil
+	if obs.App == nil {
+		return nil
+	}
+	var out []syncmedic.Finding
+	out = append(out, HookFinalizerStuck(obs, now, th)...)
+	out = append(out, HookCompletionMissed(obs, now, th)...)
+	out = append(out, HookImmutable(obs, now, th)...)
+	if len(out) == 0 {
+		out = append(out, OperationStuck(obs, now, th)...)
+	}
+	for i := range out {
+		out[i].Advisories = append(out[i].Advisories, Advisories(obs.ServerVersion, out[i].Rule)...)
+	}
+	return out
+}
+
+// HookFinalizerStuck reports hook objects held by argocd.argoproj.io/hook-finalizer: deleted longer than the
+// threshold ago, or carrying the finalizer while the application has no operation running (orphaned by a
+// downgrade from v2.14.3, or leaked by a 3.x path).
+func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	app := obs.App
+	op := app.Status.OperationState
+	running := op != nil && (op.Phase == synccommon.OperationRunning || op.Phase == synccommon.OperationTerminating)
+	var out []syncmedic.Finding
+	for _, h := range obs.Hooks {
+		idx := finalizerIndex(h, HookFinalizer)
+		if idx < 0 || !IsHook(h) {
+			continue
+		}
+		var summary string
+		var since time.Time
+		if dt := h.GetDeletionTimestamp(); dt != nil {
+			if now.Sub(dt.Time) < th.HookFinalizer {
+				continue
+			}
+			since = dt.Time
+			summary = fmt.Sprintf("%s %s/%s is stuck terminating: Argo CD's hook finalizer was never removed", h.GetKind(), h.GetNamespace(), h.GetName())
+		} else {
+			if running {
+				continue // a live operation still owns its hooks: the near miss of the seed incident
+			}
+			since = h.GetCreationTimestamp().Time
+			if op != nil && op.FinishedAt != nil {
+				since = op.FinishedAt.Time
+			}
+			if now.Sub(since) < th.HookFinalizer {
+				continue
+			}
+			summary = fmt.Sprintf("%s %s/%s keeps Argo CD's hook finalizer with no operation running: it will block its own deletion and the next hook of that name", h.GetKind(), h.GetNamespace(), h.GetName())
+		}
+		f := syncmedic.NewFinding(syncmedic.RuleHookFinalizerStuck, hookObjectRef(obs, h), summary)
+		f.Since = since
+		f.Evidence = append(hookEvidence(h), operationEvidence(op)...)
+		f.Remedy = removeFinalizerRemedy(obs, h, idx, running && waitsOn(op, h))
+		f.Links = appLinks(obs)
+		out = append(out, f)
+	}
+	return out
+}
+
+// HookCompletionMissed reports an operation that has been Running past the threshold while it waits for a hook
+// whose live object already finished (or is gone): the fast-Job race (argo-cd #21055, #6880).
+func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	op := obs.App.Status.OperationState
+	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown {
+		return nil
+	}
+	if now.Sub(op.StartedAt.Time) < th.HookCompletion {
+		return nil
+	}
+	var out []syncmedic.Finding
+	for _, ref := range waitingHooks(op) {
+		var live *unstructured.Unstructured
+		for _, h := range obs.Hooks {
+			if ref.matches(h) {
+				live = h
+				break
+			}
+		}
+		var why string
+		if live == nil {
+			why = "live object: not found (it finished and was deleted before Argo CD looked)"
+		} else if done, ev := hookFinished(live); done {
+			why = "live object finished: " + ev
+		} else {
+			continue
+		}
+		o := appObjectRef(obs)
+		if live != nil {
+			o = hookObjectRef(obs, live)
+		} else {
+			o.Group, o.Kind, o.Name, o.Version = ref.Group, ref.Kind, ref.Name, ""
+			o.Namespace = obs.App.Spec.Destination.Namespace
+		}
+		f := syncmedic.NewFinding(syncmedic.RuleHookCompletionMissed, o,
+			fmt.Sprintf("Sync of %s has waited %s for hook %s, which already finished", appName(obs), syncmedic.HumanDuration(now.Sub(op.StartedAt.Time)), ref))
+		f.Since = op.StartedAt.Time
+		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "hook " + ref.String(), Value: why})
+		if live != nil {
+			f.Evidence = append(f.Evidence, hookEvidence(live)...)
+		}
+		f.Remedy = resyncRemedy(obs, "Terminate the stuck operation, wait until it has stopped, then sync the same revision with the same options: the hook already ran, so the new operation proceeds past it.")
+		f.Links = appLinks(obs)
+		out = append(out, f)
+	}
+	return out
+}
+
+// HookImmutable reports a failed operation whose message says "field is immutable" about a hook whose previous
+// object still exists, held by the hook finalizer or stuck deleting (argo-cd #22142).
+func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	op := obs.App.Status.OperationState
+	if op == nil || (op.Phase != synccommon.OperationFailed && op.Phase != synccommon.OperationError) || !obs.HooksKnown {
+		return nil
+	}
+	messages := immutableMessages(op)
+	if len(messages) == 0 {
+		return nil
+	}
+	var out []syncmedic.Finding
+	for _, h := range obs.Hooks {
+		idx := finalizerIndex(h, HookFinalizer)
+		if idx < 0 && h.GetDeletionTimestamp() == nil {
+			continue
+		}
+		msg, ok := messages[hookRef{Group: h.GroupVersionKind().Group, Kind: h.GetKind(), Name: h.GetName()}]
+		if !ok {
+			msg, ok = messages[hookRef{}] // the operation message did not name the resource
+		}
+		if !ok {
+			continue
+		}
+		f := syncmedic.NewFinding(syncmedic.RuleHookImmutable, hookObjectRef(obs, h),
+			fmt.Sprintf("Sync of %s failed: %s %s/%s cannot be replaced (field is immutable) because the old hook still exists", appName(obs), h.GetKind(), h.GetNamespace(), h.GetName()))
+		if op.FinishedAt != nil {
+			f.Since = op.FinishedAt.Time
+		}
+		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "error", Value: msg})
+		f.Evidence = append(f.Evidence, hookEvidence(h)...)
+		if idx >= 0 {
+			f.Remedy = removeFinalizerRemedy(obs, h, idx, true)
+		} else {
+			f.Remedy = resyncRemedy(obs, "The old hook is being deleted; once it is gone, sync again.")
+		}
+		f.Links = appLinks(obs)
+		out = append(out, f)
+	}
+	return out
+}
+
+// OperationStuck reports any operation Running or Terminating past the threshold with no change in its state.
+func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	op := obs.App.Status.OperationState
+	if op == nil || (op.Phase != synccommon.OperationRunning && op.Phase != synccommon.OperationTerminating) {
+		return nil
+	}
+	since := op.StartedAt.Time
+	if !obs.StateSince.IsZero() && obs.StateSince.After(since) {
+		since = obs.StateSince
+	}
+	if now.Sub(since) < th.OperationStuck {
+		return nil
+	}
+	f := syncmedic.NewFinding(syncmedic.RuleOperationStuck, appObjectRef(obs),
+		fmt.Sprintf("Operation on %s has been %s for %s with no change", appName(obs), op.Phase, syncmedic.HumanDuration(now.Sub(since))))
+	f.Since = since
+	f.Evidence = operationEvidence(op)
+	if !obs.StateSince.IsZero() {
+		t := obs.StateSince
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "last state change", Value: t.UTC().Format(time.RFC3339), Since: &t})
+	}
+	f.Remedy = resyncRemedy(obs, "Terminate the operation and sync the same revision again; check the last message first, the operation may be waiting on something real.")
+	f.Remedy.AutoSafe = false
+	if op.Phase == synccommon.OperationTerminating {
+		f.Remedy.Description = "The operation does not finish terminating: look for a resource stuck deleting (finalizers) in the app; then sync again."
+	}
+	f.Links = appLinks(obs)
+	return []syncmedic.Finding{f}
+}
+
+// waitingHooks returns the hooks an operation waits for: results with a hook phase still Running or Pending, and the
+// hook named in the operation message.
+func waitingHooks(op *v1alpha1.OperationState) []hookRef {
+	var refs []hookRef
+	seen := map[hookRef]bool{}
+	add := func(r hookRef) {
+		if !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	if op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			if r.HookType != "" && (r.HookPhase == synccommon.OperationRunning || r.HookPhase == "Pending") {
+				add(hookRef{Group: r.Group, Kind: r.Kind, Name: r.Name})
+			}
+		}
+	}
+	if how, ref, ok := parseWaiting(op.Message); ok && how == "completion of hook" {
+		add(ref)
+	}
+	return refs
+}
+
+// waitsOn reports whether a running operation waits for obj (its completion or its deletion).
+func waitsOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) bool {
+	if op == nil {
+		return false
+	}
+	if _, ref, ok := parseWaiting(op.Message); ok && ref.matches(obj) {
+		return true
+	}
+	for _, r := range waitingHooks(op) {
+		if r.matches(obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// immutableMessages returns the "field is immutable" errors of a failed operation by the resource they name; the
+// zero hookRef keys a message that names no resource.
+func immutableMessages(op *v1alpha1.OperationState) map[hookRef]string {
+	out := map[hookRef]string{}
+	if op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			if strings.Contains(r.Message, "field is immutable") {
+				out[hookRef{Group: r.Group, Kind: r.Kind, Name: r.Name}] = r.Message
+			}
+		}
+	}
+	if strings.Contains(op.Message, "field is immutable") {
+		out[hookRef{}] = op.Message
+	}
+	return out
+}
+
+func appName(obs AppObservation) string {
+	if obs.App.Namespace != "" {
+		return obs.App.Namespace + "/" + obs.App.Name
+	}
+	return obs.App.Name
+}
+
+// cliAppName is how the argocd CLI names the app: "namespace/name" when the app lives outside the control plane
+// namespace is accepted everywhere, so always qualify when the namespace is known.
+func cliAppName(obs AppObservation) string { return appName(obs) }
+
+func appObjectRef(obs AppObservation) syncmedic.ObjectRef {
+	a := obs.App
+	return syncmedic.ObjectRef{
+		Tool: syncmedic.ToolArgoCD, Instance: obs.Instance, Group: "argoproj.io", Version: "v1alpha1", Kind: "Application",
+		Namespace: a.Namespace, Name: a.Name, UID: string(a.UID), App: a.Name, AppNamespace: a.Namespace, Project: a.Spec.Project,
+	}
+}
+
+func hookObjectRef(obs AppObservation, h *unstructured.Unstructured) syncmedic.ObjectRef {
+	gvk := h.GroupVersionKind()
+	o := appObjectRef(obs)
+	o.Group, o.Version, o.Kind, o.Namespace, o.Name, o.UID = gvk.Group, gvk.Version, gvk.Kind, h.GetNamespace(), h.GetName(), string(h.GetUID())
+	return o
+}
+
+func appLinks(obs AppObservation) []syncmedic.Link {
+	if obs.UIURL == "" {
+		return nil
+	}
+	u := strings.TrimRight(obs.UIURL, "/") + "/applications/" + url.PathEscape(obs.App.Namespace) + "/" + url.PathEscape(obs.App.Name)
+	return []syncmedic.Link{{Title: "Argo CD: " + appName(obs), URL: u}}
 }

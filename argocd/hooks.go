@@ -1,0 +1,112 @@
+package argocd
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// HookFinalizer is the finalizer Argo CD puts on hook objects. gitops-engine v0.7.1 as pinned by argo-cd v2.14.21
+// does not export it: only v2.14.3 in 2.x carried it (argo-cd #21901, reverted by #22163); from v3.0.0 it is by
+// design.
+const HookFinalizer = "argocd.argoproj.io/hook-finalizer"
+
+// helmHookAnnotation is Helm's hook annotation; gitops-engine's pkg/sync/hook/helm reads it as a literal too.
+const helmHookAnnotation = "helm.sh/hook"
+
+// IsHook reports whether obj is an Argo CD or Helm hook.
+func IsHook(obj *unstructured.Unstructured) bool {
+	a := obj.GetAnnotations()
+	if _, ok := a[synccommon.AnnotationKeyHook]; ok {
+		return true
+	}
+	_, ok := a[helmHookAnnotation]
+	return ok
+}
+
+// hookType returns the hook annotation that makes obj a hook, as "key=value".
+func hookType(obj *unstructured.Unstructured) string {
+	a := obj.GetAnnotations()
+	if v, ok := a[synccommon.AnnotationKeyHook]; ok {
+		return synccommon.AnnotationKeyHook + "=" + v
+	}
+	if v, ok := a[helmHookAnnotation]; ok {
+		return helmHookAnnotation + "=" + v
+	}
+	return ""
+}
+
+// finalizerIndex returns the index of name in obj's finalizers, or -1.
+func finalizerIndex(obj *unstructured.Unstructured, name string) int {
+	for i, f := range obj.GetFinalizers() {
+		if f == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// RemoveFinalizerPatch returns the JSON patch that tests that the finalizer at index idx is name and removes it:
+// it fails, and changes nothing, if the list changed in between.
+func RemoveFinalizerPatch(idx int, name string) string {
+	return fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, idx, name, idx)
+}
+
+// hookRef identifies a hook the way gitops-engine's messages name it: group/kind/name.
+type hookRef struct{ Group, Kind, Name string }
+
+func (h hookRef) String() string { return h.Group + "/" + h.Kind + "/" + h.Name }
+
+func (h hookRef) matches(obj *unstructured.Unstructured) bool {
+	return obj.GroupVersionKind().Group == h.Group && obj.GetKind() == h.Kind && obj.GetName() == h.Name
+}
+
+// waitingRe matches gitops-engine's running-phase message (pkg/sync/sync_context.go setRunningPhase):
+// "waiting for completion of hook batch/Job/migrate and 2 more hooks", "waiting for deletion of /Pod/x".
+var waitingRe = regexp.MustCompile(`waiting for (completion of hook|deletion of|healthy state of) ([^/\s]*)/([^/\s]+)/(\S+)`)
+
+// parseWaiting returns what an operation message says the operation waits for, and how ("completion of hook",
+// "deletion of", "healthy state of").
+func parseWaiting(msg string) (how string, ref hookRef, ok bool) {
+	m := waitingRe.FindStringSubmatch(msg)
+	if m == nil {
+		return "", hookRef{}, false
+	}
+	return m[1], hookRef{Group: m[2], Kind: m[3], Name: m[4]}, true
+}
+
+// hookFinished reports whether a live hook object has finished, and the evidence for it.
+func hookFinished(obj *unstructured.Unstructured) (bool, string) {
+	switch obj.GetKind() {
+	case "Job":
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]interface{})
+			t, _ := m["type"].(string)
+			s, _ := m["status"].(string)
+			if (t == "Complete" || t == "Failed") && s == "True" {
+				ts, _ := m["lastTransitionTime"].(string)
+				return true, fmt.Sprintf("condition %s=True at %s", t, ts)
+			}
+		}
+		return false, ""
+	case "Pod":
+		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		if phase == "Succeeded" || phase == "Failed" {
+			return true, "status.phase " + phase
+		}
+		return false, ""
+	case "Workflow":
+		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		if phase == "Succeeded" || phase == "Failed" || phase == "Error" {
+			return true, "status.phase " + phase
+		}
+		return false, ""
+	}
+	return false, ""
+}
+
+func kindLower(kind string) string { return strings.ToLower(kind) }

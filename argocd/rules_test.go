@@ -1,0 +1,295 @@
+package argocd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+var now = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(y), &u.Object))
+	return u
+}
+
+// hookJob is the seed incident's hook Job: a PreSync migrate Job of app "shop".
+func hookJob(t *testing.T, finalizers []string, deleted *metav1.Time, complete bool) *unstructured.Unstructured {
+	u := obj(t, `
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  namespace: shop
+  annotations:
+    argocd.argoproj.io/hook: PreSync
+    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
+`)
+	u.SetCreationTimestamp(*ago(3 * time.Hour))
+	u.SetFinalizers(finalizers)
+	if deleted != nil {
+		u.SetDeletionTimestamp(deleted)
+	}
+	if complete {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []interface{}{
+			map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-59 * time.Minute).Format(time.RFC3339)},
+		}, "status", "conditions"))
+	}
+	return u
+}
+
+func app(op *v1alpha1.OperationState) *v1alpha1.Application {
+	a := &v1alpha1.Application{}
+	a.Name, a.Namespace = "shop", "argocd"
+	a.Spec.Project = "default"
+	a.Spec.Destination.Namespace = "shop"
+	a.Status.OperationState = op
+	return a
+}
+
+func runningOp(started time.Duration, msg string, hookPhase synccommon.OperationPhase) *v1alpha1.OperationState {
+	op := &v1alpha1.OperationState{
+		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: "4f2c1e9", SyncOptions: []string{"CreateNamespace=true"}}},
+		Phase:     synccommon.OperationRunning, Message: msg, StartedAt: *ago(started),
+	}
+	if hookPhase != "" {
+		op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{{
+			Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate",
+			HookType: synccommon.HookTypePreSync, HookPhase: hookPhase,
+		}}}
+	}
+	return op
+}
+
+func failedOp(msg string) *v1alpha1.OperationState {
+	return &v1alpha1.OperationState{
+		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: "9a8b7c6"}},
+		Phase:     synccommon.OperationFailed, Message: msg, StartedAt: *ago(20 * time.Minute), FinishedAt: ago(19 * time.Minute),
+	}
+}
+
+func rules(fs []syncmedic.Finding) []syncmedic.RuleID {
+	var out []syncmedic.RuleID
+	for _, f := range fs {
+		out = append(out, f.Rule)
+	}
+	return out
+}
+
+func TestEvaluate(t *testing.T) {
+	th := DefaultThresholds()
+	const waiting = "waiting for completion of hook batch/Job/migrate"
+	immutable := `one or more objects failed to apply, reason: Job.batch "migrate" is invalid: spec.template: Invalid value: core.PodTemplateSpec{}: field is immutable`
+	tests := []struct {
+		name  string
+		obs   func(t *testing.T) AppObservation
+		want  []syncmedic.RuleID
+		check func(t *testing.T, fs []syncmedic.Finding)
+	}{
+		{
+			name: "a deleted hook Job held by the hook finalizer past the threshold is stuck",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, "waiting for deletion of batch/Job/migrate", "")), HooksKnown: true,
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{"foregroundDeletion", HookFinalizer}, ago(10*time.Minute), true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
+				require.Equal(t, `[{"op":"test","path":"/metadata/finalizers/1","value":"argocd.argoproj.io/hook-finalizer"},{"op":"remove","path":"/metadata/finalizers/1"}]`, f.Remedy.Params[ParamPatch])
+				require.Equal(t, "true", f.Remedy.Params[ParamThenSync], "the running operation waits on this hook")
+				require.Equal(t, "4f2c1e9", f.Remedy.Params[ParamRevision])
+				require.Equal(t, "Job", f.Object.Kind)
+				require.Equal(t, "shop", f.Object.App)
+				require.Contains(t, f.Remedy.Commands[0], "argocd app patch-resource argocd/shop --kind Job --resource-name migrate --namespace shop --group batch")
+			},
+		},
+		{
+			name: "a deleted hook Job inside the threshold is not reported yet",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Minute, "waiting for deletion of batch/Job/migrate", "")), HooksKnown: true,
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(30*time.Second), true)}}
+			},
+		},
+		{
+			name: "a hook finalizer on a Job whose operation is still running normally is not reported",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Minute, waiting, synccommon.OperationRunning)), HooksKnown: true,
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, nil, false)}}
+			},
+		},
+		{
+			name: "a hook finalizer left after the operation finished (v2.14.3 downgraded) is reported without a resync",
+			obs: func(t *testing.T) AppObservation {
+				op := failedOp("successfully synced")
+				op.Phase = synccommon.OperationSucceeded
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v2.14.11+8f2f4f5",
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, nil, true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, "false", fs[0].Remedy.Params[ParamThenSync])
+				require.Len(t, fs[0].Advisories, 1)
+				require.Contains(t, fs[0].Advisories[0], "left by v2.14.3")
+			},
+		},
+		{
+			name: "a finalizer on an object that is not a hook is none of this rule's business",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, []string{HookFinalizer}, ago(time.Hour), true)
+				j.SetAnnotations(nil)
+				return AppObservation{App: app(nil), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+			},
+		},
+		{
+			name: "an operation waiting past the threshold on a hook Job that completed is a missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true, ServerVersion: "v2.14.21",
+					Hooks: []*unstructured.Unstructured{hookJob(t, nil, nil, true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				require.Equal(t, syncmedic.ActionTerminateAndResync, f.Remedy.Action)
+				require.Equal(t, []string{"argocd app terminate-op argocd/shop", "argocd app sync argocd/shop --revision 4f2c1e9 --sync-option CreateNamespace=true"}, f.Remedy.Commands)
+				require.Equal(t, "CreateNamespace=true", f.Remedy.Params[ParamSyncOptions])
+				require.Contains(t, f.Advisories[0], "#21055")
+			},
+		},
+		{
+			name: "an operation waiting on a hook Job that was deleted by its TTL is a missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, waiting, "")), HooksKnown: true}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Contains(t, fs[0].Evidence[len(fs[0].Evidence)-1].Value, "not found")
+			},
+		},
+		{
+			name: "an operation waiting on a hook Job that is still running is not a missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(10*time.Minute, waiting, synccommon.OperationRunning)), HooksKnown: true,
+					Hooks: []*unstructured.Unstructured{hookJob(t, nil, nil, false)}}
+			},
+		},
+		{
+			name: "without knowing the hooks' live state nothing is claimed about them",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(10*time.Minute, waiting, synccommon.OperationRunning))}
+			},
+		},
+		{
+			name: "a failed sync with field is immutable and the old hook held by the finalizer is an immutable hook",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, ServerVersion: "v2.14.3+71fd4e5",
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, nil, true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck, syncmedic.RuleHookImmutable},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[1]
+				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
+				require.Equal(t, "true", f.Remedy.Params[ParamThenSync])
+				require.Equal(t, "9a8b7c6", f.Remedy.Params[ParamRevision])
+				require.Contains(t, f.Advisories[0], "v2.14.4")
+			},
+		},
+		{
+			name: "a failed sync with field is immutable and no old hook left is not an immutable hook",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{hookJob(t, nil, nil, true)}}
+			},
+		},
+		{
+			name: "an operation running with no change past the threshold is stuck",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(2*time.Hour, "waiting for healthy state of apps/Deployment/web", "")), HooksKnown: true, StateSince: now.Add(-45 * time.Minute), UIURL: "https://cd.example.com/"}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleOperationStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.False(t, fs[0].Remedy.AutoSafe, "terminating an arbitrary operation is never automatic-safe by default")
+				require.Equal(t, "https://cd.example.com/applications/argocd/shop", fs[0].Links[0].URL)
+				require.Equal(t, "Application", fs[0].Object.Kind)
+			},
+		},
+		{
+			name: "an operation whose state changed recently is not stuck",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(2*time.Hour, "waiting for healthy state of apps/Deployment/web", "")), StateSince: now.Add(-time.Minute)}
+			},
+		},
+		{
+			name: "an application with no operation has nothing stuck",
+			obs:  func(t *testing.T) AppObservation { return AppObservation{App: app(nil), HooksKnown: true} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := Evaluate(tt.obs(t), now, th)
+			require.Equal(t, tt.want, rules(fs))
+			for _, f := range fs {
+				require.NotEmpty(t, f.Summary)
+				require.NotEmpty(t, f.Evidence)
+				require.NotEmpty(t, f.Remedy.Commands)
+				require.Equal(t, syncmedic.Fingerprint(f.Rule, f.Object), f.Fingerprint)
+			}
+			if tt.check != nil {
+				tt.check(t, fs)
+			}
+		})
+	}
+}
+
+func TestAdvisories(t *testing.T) {
+	tests := []struct {
+		name, version string
+		rule          syncmedic.RuleID
+		want          string
+	}{
+		{"v2.14.3 is named as the release that adds the finalizer", "v2.14.3+71fd4e5", syncmedic.RuleHookFinalizerStuck, "v2.14.4"},
+		{"v2.13 explains the finalizer was left by v2.14.3", "v2.13.5", syncmedic.RuleHookFinalizerStuck, "left by v2.14.3"},
+		{"v3.0.10 is told to upgrade to v3.0.16", "v3.0.10", syncmedic.RuleHookFinalizerStuck, "fixed in v3.0.16"},
+		{"v3.1.4 has its line's fix but not the full one", "v3.1.4", syncmedic.RuleHookFinalizerStuck, "full hook-finalizer fix of v3.4.0"},
+		{"v3.4.1 has the full fix and names the open reports", "v3.4.1", syncmedic.RuleHookImmutable, "#29464"},
+		{"v2.14.21 explains the fast-Job race has no 2.x fix", "v2.14.21", syncmedic.RuleHookCompletionMissed, "#6880"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Advisories(tt.version, tt.rule)
+			require.Len(t, a, 1)
+			require.Contains(t, a[0], tt.want)
+		})
+	}
+	t.Run("an unknown version gives no advisory", func(t *testing.T) {
+		require.Empty(t, Advisories("devel", syncmedic.RuleHookFinalizerStuck))
+		require.Empty(t, Advisories("", syncmedic.RuleHookFinalizerStuck))
+	})
+	t.Run("rules unrelated to hooks get no advisory", func(t *testing.T) {
+		require.Empty(t, Advisories("v2.14.3", syncmedic.RuleOperationStuck))
+	})
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	t := &testing.T{}
+	obs := AppObservation{App: app(runningOp(time.Hour, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)), HooksKnown: true,
+		Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}, ServerVersion: "v3.0.10"}
+	th := DefaultThresholds()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if len(Evaluate(obs, now, th)) == 0 {
+			b.Fatal("no finding")
+		}
+	}
+}

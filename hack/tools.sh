@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
+#   - redis-server (Debian package) for the in-process argocd-server's cache
+#   - kube-apiserver v1.31.0 and etcd v3.5, built with `go build` from the pinned modules in tools/
+#   - controller-gen v0.16.5, and the CRDs the tests install, generated or copied from the Go modules:
+#     Argo CD (argo-cd/v2 manifests/crds), Flux HelmRelease (controller-gen over helm-controller/api, all versions),
+#     Argo Workflows Workflow (argo-workflows/v3 manifests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/bin
+mkdir -p "$BIN"
+
+log() { printf 'tools: %s\n' "$*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server (Debian package)"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+fi
+
+# build NAME TOOLDIR PACKAGE [LDFLAGS]: go build PACKAGE from tools/TOOLDIR into bin/NAME unless the stamp matches.
+build() {
+  local name=$1 dir=$ROOT/tools/$2 pkg=$3 ldflags=${4:-}
+  local stamp
+  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  if [ -x "$BIN/$name" ] && [ "$(cat "$BIN/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  log "building $name from $pkg (first time takes minutes; cached afterwards)"
+  (cd "$dir" && go build -trimpath -o "$BIN/$name" -ldflags "$ldflags" "$pkg")
+  echo "$stamp" > "$BIN/.$name.stamp"
+}
+
+K8S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=v1.31.0 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31"
+build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$K8S_LDFLAGS"
+build etcd etcd go.etcd.io/etcd/server/v3
+build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+
+moddir() { (cd "$1" && go list -m -f '{{.Dir}}' "$2"); }
+
+CRDS=$BIN/crds
+CRDSTAMP=$( (cat go.mod go.sum tools/argo-workflows/go.mod; echo v2) | sha256sum | cut -c1-16)
+if [ "$(cat "$CRDS/.stamp" 2>/dev/null)" != "$CRDSTAMP" ]; then
+  log "generating CRDs into bin/crds"
+  rm -rf "$CRDS" && mkdir -p "$CRDS"
+  argocd=$(moddir "$ROOT" github.com/argoproj/argo-cd/v2)
+  for f in application-crd.yaml appproject-crd.yaml applicationset-crd.yaml; do
+    cp "$argocd/manifests/crds/$f" "$CRDS/argocd-$f"
+  done
+  # The HelmRelease CRD the way Flux builds it: controller-gen over the API module, every version (v2, v2beta2, v2beta1).
+  helmapi=$(moddir "$ROOT" github.com/fluxcd/helm-controller/api)
+  tmp=$(mktemp -d)
+  trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
+  cp -r "$helmapi" "$tmp/api" && chmod -R u+w "$tmp/api"
+  (cd "$tmp/api" && GOFLAGS=-mod=mod "$BIN/controller-gen" crd paths=./... output:crd:artifacts:config="$tmp/out" >/dev/null)
+  cp "$tmp/out/helm.toolkit.fluxcd.io_helmreleases.yaml" "$CRDS/"
+  wf=$(moddir "$ROOT/tools/argo-workflows" github.com/argoproj/argo-workflows/v3)
+  cp "$wf/manifests/base/crds/full/argoproj.io_workflows.yaml" "$CRDS/"
+  echo "$CRDSTAMP" > "$CRDS/.stamp"
+fi
+log "ready: $(cd "$BIN" && ls | tr '\n' ' ')"
