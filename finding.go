@@ -225,3 +225,24 @@ func HumanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dd%dh", days, h)
 	}
 }
+
+// DropShadowed removes kube/stuck-terminating findings about an object another finding already explains (the
+// specific rules carry the better evidence and remedy). Objects are matched by group, kind, namespace and name,
+// whatever tool reported them. The order of the rest is kept.
+func DropShadowed(fs []Finding) []Finding {
+	key := func(o ObjectRef) string { return o.Group + "/" + o.Kind + "/" + o.Namespace + "/" + o.Name }
+	specific := map[string]bool{}
+	for _, f := range fs {
+		if f.Rule != RuleStuckTerminating {
+			specific[key(f.Object)] = true
+		}
+	}
+	out := fs[:0:0]
+	for _, f := range fs {
+		if f.Rule == RuleStuckTerminating && specific[key(f.Object)] {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}

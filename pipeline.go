@@ -17,7 +17,9 @@ type Sink interface {
 type SinkFunc func(ctx context.Context, subject string, findings []Finding)
 
 // Observe calls f.
-func (f SinkFunc) Observe(ctx context.Context, subject string, findings []Finding) { f(ctx, subject, findings) }
+func (f SinkFunc) Observe(ctx context.Context, subject string, findings []Finding) {
+	f(ctx, subject, findings)
+}
 
 // Outcome is what a remediation did, or would do in dry-run.
 type Outcome struct {
