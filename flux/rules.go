@@ -1,19 +1,218 @@
 package flux
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
 	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/syncmedic/syncmedic"
 )
 
+// RetriesExceededReason is the Stalled reason helm-controller (v1.x, internal/reconcile) sets when install or
+// upgrade retries are exhausted; the API module does not export it.
+const RetriesExceededReason = "RetriesExceeded"
+
+// CRDName is the HelmRelease CustomResourceDefinition.
+const CRDName = "helmreleases.helm.toolkit.fluxcd.io"
+
 // EvaluateRelease runs every HelmRelease rule of the catalog against one observation.
-// TODO(flux helper): implement; the signature is the contract the snapshot reader and the watcher use.
 func EvaluateRelease(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
-	return nil
+	if obs.Release == nil {
+		return nil
+	}
+	var out []syncmedic.Finding
+	out = append(out, StaleStatus(obs, now, th)...)
+	out = append(out, DependencyNotReadyFalse(obs, now, th)...)
+	out = append(out, RetriesExhausted(obs, now, th)...)
+	return out
 }
 
+// oldMessageRe matches the Ready messages helm-controller wrote before v2beta2 (Flux < 2.2): "Helm upgrade
+// succeeded", "Release reconciliation succeeded"; v2beta2+ controllers write "Helm upgrade succeeded for release
+// ns/name.vN with chart name@version".
+var oldMessageRe = regexp.MustCompile(`^(Helm (install|upgrade|rollback|test) succeeded|Release reconciliation succeeded)$`)
+
+// StaleStatus reports a HelmRelease whose status was written by a pre-v2beta2 controller (old-format Ready message,
+// no status.history) and whose observedGeneration has stayed behind its generation past the threshold.
+func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	hr := obs.Release
+	msg := conditions.GetMessage(hr, meta.ReadyCondition)
+	oldFormat := oldMessageRe.MatchString(strings.TrimSpace(msg))
+	if !oldFormat || len(hr.Status.History) > 0 || hr.Status.ObservedGeneration >= hr.Generation {
+		return nil
+	}
+	since := readySince(hr)
+	if now.Sub(since) < th.StaleStatus {
+		return nil
+	}
+	f := syncmedic.NewFinding(syncmedic.RuleHelmReleaseStaleStatus, releaseRef(hr),
+		fmt.Sprintf("HelmRelease %s/%s still shows the status an old helm-controller wrote (%q); generation %d was never observed", hr.Namespace, hr.Name, msg, hr.Generation))
+	f.Since = since
+	f.Evidence = []syncmedic.Evidence{
+		{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(since)},
+		{Field: "metadata.generation", Value: fmt.Sprint(hr.Generation)},
+		{Field: "status.observedGeneration", Value: fmt.Sprint(hr.Status.ObservedGeneration)},
+		{Field: "status.history", Value: "empty (written before v2beta2)"},
+	}
+	if hr.Status.LastAttemptedRevision != "" {
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.lastAttemptedRevision", Value: hr.Status.LastAttemptedRevision})
+	}
+	f.Remedy = reconcileRemedy(hr, "Request a reconciliation; if helm-controller handles it and the status is still stale, force one (what `flux reconcile hr --force` does) so the current controller rewrites the status.")
+	f.Advisories = controllerAdvisories(obs.ControllerVersion)
+	return []syncmedic.Finding{f}
+}
+
+// DependencyNotReadyFalse reports a HelmRelease that is Ready=False with reason DependencyNotReady while every
+// spec.dependsOn HelmRelease is Ready=True at its current generation (helm-controller #946). It stays silent when
+// a dependency is missing from the observation or really is not ready.
+func DependencyNotReadyFalse(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	hr := obs.Release
+	ready := conditions.Get(hr, meta.ReadyCondition)
+	if ready == nil || ready.Status != "False" || ready.Reason != meta.DependencyNotReadyReason || !obs.DependenciesKnown || len(hr.Spec.DependsOn) == 0 {
+		return nil
+	}
+	since := ready.LastTransitionTime.Time
+	if now.Sub(since) < th.DependencyNotReady {
+		return nil
+	}
+	var ev []syncmedic.Evidence
+	for _, d := range hr.Spec.DependsOn {
+		ns := d.Namespace
+		if ns == "" {
+			ns = hr.Namespace
+		}
+		dep, ok := obs.Dependencies[types.NamespacedName{Namespace: ns, Name: d.Name}]
+		if !ok || dep == nil || !conditions.IsReady(dep) || dep.Status.ObservedGeneration != dep.Generation {
+			return nil
+		}
+		ev = append(ev, syncmedic.Evidence{Field: "dependency " + ns + "/" + d.Name,
+			Value: fmt.Sprintf("Ready=True, observedGeneration %d = generation %d", dep.Status.ObservedGeneration, dep.Generation)})
+	}
+	f := syncmedic.NewFinding(syncmedic.RuleDependencyNotReadyFalse, releaseRef(hr),
+		fmt.Sprintf("HelmRelease %s/%s says a dependency is not ready, but every dependency is Ready", hr.Namespace, hr.Name))
+	f.Since = since
+	f.Evidence = append([]syncmedic.Evidence{{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(since)}}, ev...)
+	f.Remedy = reconcileRemedy(hr, "Request a reconciliation so helm-controller checks the dependencies again; if the request is handled and the condition stays, force one.")
+	f.Advisories = controllerAdvisories(obs.ControllerVersion)
+	return []syncmedic.Finding{f}
+}
+
+// RetriesExhausted reports a HelmRelease that is Stalled because install or upgrade retries are exhausted.
+func RetriesExhausted(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	hr := obs.Release
+	stalled := conditions.Get(hr, meta.StalledCondition)
+	ready := conditions.Get(hr, meta.ReadyCondition)
+	match := stalled != nil && stalled.Status == "True" && (stalled.Reason == RetriesExceededReason || strings.Contains(stalled.Message, "retries exhausted"))
+	if !match && ready != nil && ready.Status == "False" && strings.Contains(ready.Message, "retries exhausted") {
+		match = true
+	}
+	if !match {
+		return nil
+	}
+	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, releaseRef(hr),
+		fmt.Sprintf("HelmRelease %s/%s gave up: retries are exhausted and helm-controller will not try again until reset", hr.Namespace, hr.Name))
+	if stalled != nil {
+		f.Since = stalled.LastTransitionTime.Time
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Stalled", Value: conditionText(hr, meta.StalledCondition), Since: timePtr(f.Since)})
+	}
+	if ready != nil {
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition)})
+	}
+	f.Evidence = append(f.Evidence,
+		syncmedic.Evidence{Field: "status.installFailures", Value: fmt.Sprint(hr.Status.InstallFailures)},
+		syncmedic.Evidence{Field: "status.upgradeFailures", Value: fmt.Sprint(hr.Status.UpgradeFailures)})
+	f.Remedy = syncmedic.Remedy{
+		Action: syncmedic.ActionFluxResetReconcile, AutoSafe: false,
+		Description: "Fix the cause of the failed install/upgrade first (see the Ready message), then reset the failure counters and reconcile, like `flux reconcile hr --reset`.",
+		Commands: []string{
+			fmt.Sprintf("flux reconcile helmrelease %s -n %s --reset", hr.Name, hr.Namespace),
+			fmt.Sprintf(`# or: t="$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%NZ)"; kubectl -n %s annotate --overwrite helmrelease/%s %s="$t" %s="$t"`, hr.Namespace, hr.Name, meta.ReconcileRequestAnnotation, helmv2.ResetRequestAnnotation),
+		},
+	}
+	return []syncmedic.Finding{f}
+}
+
+// deprecatedVersions are HelmRelease API versions Flux removes (v2beta1 in Flux 2.7) or deprecates (v2beta2).
+var deprecatedVersions = map[string]bool{"v2beta1": true, "v2beta2": true}
+
 // EvaluateCRD runs the CRD storage rule (flux/deprecated-stored-version).
-// TODO(flux helper): implement.
 func EvaluateCRD(obs CRDObservation, now time.Time) []syncmedic.Finding {
-	return nil
+	var old []string
+	for _, v := range obs.StoredVersions {
+		if deprecatedVersions[v] {
+			old = append(old, v)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	name := obs.Name
+	if name == "" {
+		name = CRDName
+	}
+	ref := syncmedic.ObjectRef{Tool: syncmedic.ToolFlux, Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: name}
+	f := syncmedic.NewFinding(syncmedic.RuleDeprecatedStoredVersion, ref,
+		fmt.Sprintf("CRD %s still stores HelmReleases as %s: upgrading to Flux 2.7, which removes v2beta1, fails until they are migrated", name, strings.Join(old, ", ")))
+	f.Evidence = []syncmedic.Evidence{{Field: "status.storedVersions", Value: "[" + strings.Join(obs.StoredVersions, ", ") + "]"}}
+	if obs.Storage != "" {
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "storage version", Value: obs.Storage})
+	}
+	f.Remedy = syncmedic.Remedy{
+		Description: "Rewrite every HelmRelease in the storage version and drop the old versions from status.storedVersions with `flux migrate` (flux CLI ≥ 2.7.0) before upgrading Flux to 2.7.",
+		Commands:    []string{"flux migrate", "kubectl get crd " + name + " -o jsonpath='{.status.storedVersions}'"},
+	}
+	f.Advisories = []string{"v2beta2 storage came with Flux 2.2.0 (helm-controller v0.37.0) and v2 with Flux 2.3.0; Flux 2.7.0 removes v2beta1."}
+	return []syncmedic.Finding{f}
+}
+
+func releaseRef(hr *helmv2.HelmRelease) syncmedic.ObjectRef {
+	return syncmedic.ObjectRef{Tool: syncmedic.ToolFlux, Group: helmv2.GroupVersion.Group, Version: helmv2.GroupVersion.Version, Kind: helmv2.HelmReleaseKind,
+		Namespace: hr.Namespace, Name: hr.Name, UID: string(hr.UID), FluxOwner: fluxOwner(hr.Labels)}
+}
+
+// fluxOwner names the Kustomization that applied an object, from kustomize-controller's labels.
+func fluxOwner(labels map[string]string) string {
+	if n := labels["kustomize.toolkit.fluxcd.io/name"]; n != "" {
+		return "Kustomization/" + labels["kustomize.toolkit.fluxcd.io/namespace"] + "/" + n
+	}
+	return ""
+}
+
+func reconcileRemedy(hr *helmv2.HelmRelease, description string) syncmedic.Remedy {
+	return syncmedic.Remedy{
+		Action: syncmedic.ActionFluxReconcile, AutoSafe: true, Description: description,
+		Commands: []string{
+			fmt.Sprintf("flux reconcile helmrelease %s -n %s", hr.Name, hr.Namespace),
+			fmt.Sprintf("flux reconcile helmrelease %s -n %s --force   # only if the status is still stale after the plain request was handled", hr.Name, hr.Namespace),
+		},
+		Params: map[string]string{"namespace": hr.Namespace, "name": hr.Name},
+	}
+}
+
+func readySince(hr *helmv2.HelmRelease) time.Time {
+	if t := conditions.GetLastTransitionTime(hr, meta.ReadyCondition); t != nil {
+		return t.Time
+	}
+	return hr.CreationTimestamp.Time
+}
+
+func conditionText(hr *helmv2.HelmRelease, t string) string {
+	c := conditions.Get(hr, t)
+	if c == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%s (reason %s): %s", c.Status, c.Reason, c.Message)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
