@@ -59,6 +59,7 @@ if [ "$(cat "$CRDS/.stamp" 2>/dev/null)" != "$CRDSTAMP" ]; then
   cp "$tmp/out/helm.toolkit.fluxcd.io_helmreleases.yaml" "$CRDS/"
   wf=$(moddir "$ROOT/tools/argo-workflows" github.com/argoproj/argo-workflows/v3)
   cp "$wf/manifests/base/crds/full/argoproj.io_workflows.yaml" "$CRDS/"
+  chmod u+w "$CRDS"/*.yaml
   echo "$CRDSTAMP" > "$CRDS/.stamp"
 fi
 log "ready: $(cd "$BIN" && ls | tr '\n' ' ')"
