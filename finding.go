@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -245,4 +246,18 @@ func DropShadowed(fs []Finding) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// SortFindings orders findings by severity (most urgent first), then rule, then object, stably.
+func SortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Severity != b.Severity {
+			return a.Severity > b.Severity
+		}
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		return a.Object.String() < b.Object.String()
+	})
 }

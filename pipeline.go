@@ -64,3 +64,19 @@ func IsPermanent(err error) bool {
 	var p permanentError
 	return errors.As(err, &p)
 }
+
+// Source is a long-running producer of findings: a watcher of Argo CD applications, of HelmReleases, a cluster
+// scanner. Run reports every evaluation of a subject to sink (an empty list too: that is how incidents resolve) and
+// returns when ctx is cancelled (nil) or on an error it cannot recover from.
+type Source interface {
+	Run(ctx context.Context, sink Sink) error
+}
+
+// SourceFunc adapts a function to a Source.
+type SourceFunc func(ctx context.Context, sink Sink) error
+
+// Run calls f.
+func (f SourceFunc) Run(ctx context.Context, sink Sink) error { return f(ctx, sink) }
+
+// Remediers maps each action to the Remedier that applies it through the owning tool's API.
+type Remediers map[ActionID]Remedier

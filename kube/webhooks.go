@@ -64,8 +64,12 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 			} else {
 				continue
 			}
+			where := w.name
+			if w.name != cfg.GetName() {
+				where += " (" + cfg.GetKind() + " " + cfg.GetName() + ")"
+			}
 			f := syncmedic.NewFinding(syncmedic.RuleWebhookBackendMissing, objectRef(cfg),
-				fmt.Sprintf("Webhook %s (%s %s) rejects every matching write: %s and failurePolicy is Fail", w.name, cfg.GetKind(), cfg.GetName(), problem))
+				fmt.Sprintf("Webhook %s rejects every write it matches: %s and failurePolicy is Fail", where, problem))
 			f.Evidence = []syncmedic.Evidence{
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},

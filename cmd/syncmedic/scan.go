@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/snapshot"
+)
+
+func init() { subcommands = append(subcommands, newScanCommand) }
+
+// scanOptions are the flags of `syncmedic scan`.
+type scanOptions struct {
+	snapshots  []string
+	output     string
+	rules      []string
+	now        string
+	thresholds snapshot.Thresholds
+	live       liveOptions
+}
+
+// findingSource is one place findings come from (a snapshot, a live Argo CD, a live cluster).
+type findingSource struct {
+	name string
+	scan func(ctx context.Context, now time.Time) (findings []syncmedic.Finding, problems []string, err error)
+}
+
+func newScanCommand() *cobra.Command {
+	o := &scanOptions{thresholds: snapshot.DefaultThresholds()}
+	cmd := &cobra.Command{
+		Use:   "scan",
+		Short: "Diagnose stuck syncs once, from a dump or a live cluster, and exit 1 if anything is stuck",
+		Example: `  # a dump made with kubectl and the argocd CLI
+  syncmedic scan --snapshot examples/stuck-cluster
+  # only one rule, with the evidence and the exact fix
+  syncmedic scan --snapshot dump/ --rule argocd/hook-finalizer-stuck -o yaml
+  # a live Argo CD and cluster
+  syncmedic scan --argocd-server argocd.example.com --argocd-token-file token --kubeconfig ~/.kube/config`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runScan(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.snapshots, "snapshot", nil, "file or directory of kubectl get -o yaml/json and argocd app get -o json output to diagnose (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringArrayVar(&o.rules, "rule", nil, "report only this rule ID (repeatable); see docs/rules.md")
+	f.StringVar(&o.now, "now", "", "judge ages at this RFC3339 instant instead of the current time (for old dumps)")
+	addThresholdFlags(cmd, &o.thresholds)
+	addLiveFlags(cmd, &o.live)
+	documentEnv(cmd)
+	return cmd
+}
+
+func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
+	f := cmd.Flags()
+	f.DurationVar(&th.ArgoCD.HookFinalizer, "hook-finalizer-threshold", th.ArgoCD.HookFinalizer, "how long a hook may be deleting with argocd.argoproj.io/hook-finalizer before it is stuck")
+	f.DurationVar(&th.ArgoCD.HookCompletion, "hook-completion-threshold", th.ArgoCD.HookCompletion, "how long an operation may wait on a hook that already finished")
+	f.DurationVar(&th.ArgoCD.OperationStuck, "operation-stuck-threshold", th.ArgoCD.OperationStuck, "how long an operation may stay Running/Terminating with no change")
+	f.DurationVar(&th.Kube.Terminating, "terminating-threshold", th.Kube.Terminating, "how long an object may be terminating with finalizers left")
+	f.DurationVar(&th.Kube.WebhookBackend, "webhook-backend-threshold", th.Kube.WebhookBackend, "grace period for a new webhook configuration's backend")
+	f.DurationVar(&th.Kube.ArtifactGC, "artifactgc-threshold", th.Kube.ArtifactGC, "how long a deleted Workflow may wait on the artifact-gc finalizer")
+	f.DurationVar(&th.Flux.StaleStatus, "stale-status-threshold", th.Flux.StaleStatus, "how long a HelmRelease may keep a pre-v2beta2 status with an unobserved generation")
+	f.DurationVar(&th.Flux.DependencyNotReady, "dependency-not-ready-threshold", th.Flux.DependencyNotReady, "how long a HelmRelease may say DependencyNotReady while its dependencies are Ready")
+}
+
+func runScan(cmd *cobra.Command, o *scanOptions) error {
+	now := time.Now()
+	if o.now != "" {
+		t, err := time.Parse(time.RFC3339, o.now)
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--now %q: want an RFC3339 time such as 2026-03-10T12:00:00Z", o.now)}
+		}
+		now = t
+	}
+	want := map[syncmedic.RuleID]bool{}
+	for _, r := range o.rules {
+		id, err := syncmedic.ParseRuleID(r)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		want[id] = true
+	}
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want table, json or yaml", o.output)}
+	}
+	sources, err := scanSources(o)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if len(sources) == 0 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("nothing to scan: give --snapshot PATH, or --argocd-server and/or --kubeconfig for a live scan")}
+	}
+	report := syncmedic.Report{GeneratedAt: now}
+	for _, s := range sources {
+		fs, problems, err := s.scan(cmd.Context(), now)
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", s.name, err)}
+		}
+		report.Findings = append(report.Findings, fs...)
+		report.Problems = append(report.Problems, problems...)
+	}
+	report.Findings = syncmedic.DropShadowed(report.Findings)
+	if len(want) > 0 {
+		kept := report.Findings[:0]
+		for _, f := range report.Findings {
+			if want[f.Rule] {
+				kept = append(kept, f)
+			}
+		}
+		report.Findings = kept
+	}
+	syncmedic.SortFindings(report.Findings)
+	if err := syncmedic.WriteReport(cmd.OutOrStdout(), o.output, report); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if len(report.Findings) > 0 {
+		return &exitError{code: exitStuck}
+	}
+	return nil
+}
+
+func scanSources(o *scanOptions) ([]findingSource, error) {
+	var out []findingSource
+	for _, p := range o.snapshots {
+		path := p
+		out = append(out, findingSource{name: "snapshot " + path, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+			s, err := snapshot.ReadPaths(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			obs := s.Observe()
+			var problems []string
+			for _, p := range append(s.Problems, obs.Problems...) {
+				problems = append(problems, p.String())
+			}
+			return snapshot.Scan(obs, now, o.thresholds), problems, nil
+		}})
+	}
+	live, err := liveSources(&o.live, o.thresholds)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, live...), nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// judgedAt is a fixed instant so ages in the golden output do not move.
+const judgedAt = "2025-06-10T14:00:00Z"
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run `go test ./cmd/syncmedic -update` to create %s", path)
+	require.Equal(t, string(want), got)
+}
+
+func TestScanSnapshot(t *testing.T) {
+	stuck := filepath.Join("..", "..", "examples", "stuck-cluster")
+	healthy := filepath.Join("..", "..", "examples", "healthy-cluster")
+
+	t.Run("the stuck example prints one table line per stuck object and exits 1", func(t *testing.T) {
+		code, out, errOut := runCLI(t, "scan", "--snapshot", stuck, "--now", judgedAt)
+		require.Equal(t, exitStuck, code, errOut)
+		golden(t, "scan-stuck.txt", out)
+	})
+	t.Run("the stuck example reports every rule of the catalog with evidence and a remedy", func(t *testing.T) {
+		code, out, _ := runCLI(t, "scan", "--snapshot", stuck, "--now", judgedAt, "-o", "json")
+		require.Equal(t, exitStuck, code)
+		var r syncmedic.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		seen := map[syncmedic.RuleID]bool{}
+		for _, f := range r.Findings {
+			seen[f.Rule] = true
+			require.NotEmpty(t, f.Evidence, "finding %s on %s has no evidence", f.Rule, f.Object)
+			require.NotEmpty(t, f.Remedy.Description, "finding %s on %s has no remedy", f.Rule, f.Object)
+			require.NotEmpty(t, f.Fingerprint)
+		}
+		for _, rule := range syncmedic.Rules() {
+			require.True(t, seen[rule.ID], "rule %s is not reported", rule.ID)
+		}
+	})
+	t.Run("a rule filter keeps only that rule, in yaml", func(t *testing.T) {
+		code, out, _ := runCLI(t, "scan", "--snapshot", stuck, "--now", judgedAt, "-o", "yaml", "--rule", "argocd/hook-finalizer-stuck")
+		require.Equal(t, exitStuck, code)
+		golden(t, "scan-stuck-hook-finalizer.yaml", out)
+	})
+	t.Run("the healthy example reports nothing and exits 0", func(t *testing.T) {
+		code, out, errOut := runCLI(t, "scan", "--snapshot", healthy, "--now", judgedAt)
+		require.Equal(t, exitOK, code, errOut)
+		require.Equal(t, "No stuck syncs found.\n", out)
+	})
+	t.Run("the output format can come from the environment", func(t *testing.T) {
+		t.Setenv("SYNCMEDIC_OUTPUT", "json")
+		code, out, _ := runCLI(t, "scan", "--snapshot", healthy, "--now", judgedAt)
+		require.Equal(t, exitOK, code)
+		require.Contains(t, out, `"findings": []`)
+	})
+}
+
+func TestScanUsageErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown rule is refused with a pointer to the catalog", []string{"scan", "--snapshot", ".", "--rule", "argocd/nope"}, "unknown rule"},
+		{"an unknown output format is refused", []string{"scan", "--snapshot", ".", "-o", "xml"}, "want table, json or yaml"},
+		{"a bad --now is refused with an example", []string{"scan", "--snapshot", ".", "--now", "yesterday"}, "RFC3339"},
+		{"nothing to scan says what to give", []string{"scan"}, "nothing to scan"},
+		{"a missing snapshot path is an input error", []string{"scan", "--snapshot", filepath.Join(os.TempDir(), "syncmedic-does-not-exist")}, "no such file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, c.args...)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errOut, c.want)
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "syncmedic "+syncmedic.Version)
+}

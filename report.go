@@ -1,0 +1,113 @@
+package syncmedic
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Report is what `syncmedic scan` prints in json and yaml: when it was judged, the findings, and the input
+// problems met on the way.
+type Report struct {
+	GeneratedAt time.Time `json:"generatedAt"`
+	Findings    []Finding `json:"findings"`
+	// Problems are input the scan could not use (a malformed file, an unreachable source), one line each.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// WriteTable prints findings the way kubectl prints resources: RULE, OBJECT, AGE, SUMMARY, then one line per
+// problem. An empty list prints a one-line all-clear.
+func WriteTable(w io.Writer, r Report) error {
+	if len(r.Findings) == 0 {
+		if _, err := fmt.Fprintln(w, "No stuck syncs found."); err != nil {
+			return err
+		}
+		return writeProblems(w, r.Problems)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tOBJECT\tAGE\tSUMMARY")
+	for _, f := range r.Findings {
+		age := "-"
+		if d := f.Age(r.GeneratedAt); d > 0 {
+			age = HumanDuration(d)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Rule, objectColumn(f.Object), age, oneLine(f.Summary))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\n%d stuck. For the evidence and the exact fix of each: -o yaml (or `syncmedic scan ... -o yaml --rule RULE`).\n", len(r.Findings)); err != nil {
+		return err
+	}
+	return writeProblems(w, r.Problems)
+}
+
+func writeProblems(w io.Writer, problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\n%d input problem(s), skipped:\n", len(problems)); err != nil {
+		return err
+	}
+	for _, p := range problems {
+		if _, err := fmt.Fprintln(w, "  "+p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// objectColumn names the object as kind/namespace/name, with the Argo CD app when it is not the object itself.
+func objectColumn(o ObjectRef) string {
+	s := o.Kind + "/" + o.Name
+	if o.Namespace != "" {
+		s = o.Kind + "/" + o.Namespace + "/" + o.Name
+	}
+	if o.App != "" && !(o.Kind == "Application" && o.Name == o.App) {
+		s += " (app " + o.App + ")"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// WriteJSON prints the report as indented JSON.
+func WriteJSON(w io.Writer, r Report) error {
+	if r.Findings == nil {
+		r.Findings = []Finding{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteYAML prints the report as YAML (the JSON field names).
+func WriteYAML(w io.Writer, r Report) error {
+	if r.Findings == nil {
+		r.Findings = []Finding{}
+	}
+	b, err := yaml.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// WriteReport prints r in format ("table", "json" or "yaml").
+func WriteReport(w io.Writer, format string, r Report) error {
+	switch format {
+	case "table", "":
+		return WriteTable(w, r)
+	case "json":
+		return WriteJSON(w, r)
+	case "yaml":
+		return WriteYAML(w, r)
+	}
+	return fmt.Errorf("unknown output format %q: want table, json or yaml", format)
+}

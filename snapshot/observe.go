@@ -1,0 +1,302 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/kube"
+)
+
+// Observations are what the rules read, built from one snapshot.
+type Observations struct {
+	Apps      []argocd.AppObservation
+	Inventory kube.Inventory
+	Releases  []flux.ReleaseObservation
+	CRDs      []flux.CRDObservation
+	// Problems are objects that could not be turned into observations (in addition to the snapshot's own).
+	Problems []Problem
+}
+
+var (
+	gkApplication   = schema.GroupKind{Group: "argoproj.io", Kind: "Application"}
+	gkWorkflow      = schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}
+	gkHelmRelease   = schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}
+	gkCRD           = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+	gkService       = schema.GroupKind{Kind: "Service"}
+	gkEndpoints     = schema.GroupKind{Kind: "Endpoints"}
+	gkEndpointSlice = schema.GroupKind{Group: "discovery.k8s.io", Kind: "EndpointSlice"}
+	gkValidating    = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}
+	gkMutating      = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}
+	gkDeployment    = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	gkJob           = schema.GroupKind{Group: "batch", Kind: "Job"}
+	gkPod           = schema.GroupKind{Kind: "Pod"}
+)
+
+// Observe builds the rules' observations from the snapshot.
+func (s *Snapshot) Observe() Observations {
+	var o Observations
+	var apps []*v1alpha1.Application
+	var releases []*helmv2.HelmRelease
+	argocdVersion, helmControllerVersion := "", ""
+	for _, u := range s.Objects {
+		gk := u.GroupVersionKind().GroupKind()
+		switch gk {
+		case gkApplication:
+			app := &v1alpha1.Application{}
+			if err := convert(u, app); err != nil {
+				o.Problems = append(o.Problems, Problem{File: "Application " + nsName(u), Err: err.Error()})
+				continue
+			}
+			apps = append(apps, app)
+		case gkHelmRelease:
+			// v2beta1, v2beta2 and v2 share the JSON names of every field the rules read, so each version decodes into v2.
+			hr := &helmv2.HelmRelease{}
+			if err := convert(u, hr); err != nil {
+				o.Problems = append(o.Problems, Problem{File: "HelmRelease " + nsName(u), Err: err.Error()})
+				continue
+			}
+			releases = append(releases, hr)
+		case gkCRD:
+			if u.GetName() == flux.CRDName {
+				o.CRDs = append(o.CRDs, crdObservation(u))
+			}
+		case gkWorkflow:
+			o.Inventory.Workflows = append(o.Inventory.Workflows, u)
+		case gkValidating, gkMutating:
+			o.Inventory.WebhookConfigurations = append(o.Inventory.WebhookConfigurations, u)
+		case gkService:
+			o.Inventory.Services = append(o.Inventory.Services, u)
+		case gkEndpoints:
+			o.Inventory.Endpoints = append(o.Inventory.Endpoints, u)
+		case gkEndpointSlice:
+			o.Inventory.EndpointSlices = append(o.Inventory.EndpointSlices, u)
+		case gkDeployment:
+			if v := imageTag(u, "argocd-server", "argocd"); v != "" {
+				argocdVersion = v
+			}
+			if v := imageTag(u, "helm-controller", "helm-controller"); v != "" {
+				helmControllerVersion = v
+			}
+		}
+		if u.GetDeletionTimestamp() != nil && gk != gkWorkflow && gk != gkValidating && gk != gkMutating {
+			o.Inventory.Objects = append(o.Inventory.Objects, u)
+		}
+	}
+	o.Inventory.ServicesKnown = s.HasKind(gkService)
+	o.Inventory.EndpointsKnown = s.HasKind(gkEndpointSlice) || s.HasKind(gkEndpoints)
+
+	hooks := indexHooks(s.Objects)
+	for _, app := range apps {
+		o.Apps = append(o.Apps, s.appObservation(app, argocdVersion, hooks))
+		o.Inventory.WebhookCallFailures = append(o.Inventory.WebhookCallFailures, webhookFailures(app)...)
+	}
+	byName := map[types.NamespacedName]*helmv2.HelmRelease{}
+	for _, hr := range releases {
+		byName[types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}] = hr
+	}
+	for _, hr := range releases {
+		o.Releases = append(o.Releases, flux.ReleaseObservation{Release: hr, Dependencies: byName, DependenciesKnown: true, ControllerVersion: helmControllerVersion})
+	}
+	return o
+}
+
+// hookIndex finds the hook objects of an application without scanning the whole dump for each app.
+type hookIndex struct {
+	byApp map[string][]*unstructured.Unstructured
+	byKey map[string]*unstructured.Unstructured
+}
+
+func hookKey(group, kind, namespace, name string) string {
+	return group + "/" + kind + "/" + namespace + "/" + name
+}
+
+func indexHooks(objs []*unstructured.Unstructured) hookIndex {
+	idx := hookIndex{byApp: map[string][]*unstructured.Unstructured{}, byKey: map[string]*unstructured.Unstructured{}}
+	for _, u := range objs {
+		if !argocd.IsHook(u) {
+			continue
+		}
+		if app := kube.ArgoCDApp(u); app != "" {
+			idx.byApp[app] = append(idx.byApp[app], u)
+		}
+		idx.byKey[hookKey(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())] = u
+	}
+	return idx
+}
+
+// hooksOf returns the hooks managed by app: its tracking annotation or instance label names the app, or the app's
+// last sync result lists it.
+func (idx hookIndex) hooksOf(app *v1alpha1.Application) []*unstructured.Unstructured {
+	out := append([]*unstructured.Unstructured(nil), idx.byApp[app.Name]...)
+	seen := map[*unstructured.Unstructured]bool{}
+	for _, u := range out {
+		seen[u] = true
+	}
+	if op := app.Status.OperationState; op != nil && op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			ns := r.Namespace
+			if ns == "" {
+				ns = app.Spec.Destination.Namespace
+			}
+			if u, ok := idx.byKey[hookKey(r.Group, r.Kind, ns, r.Name)]; ok && !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Snapshot) appObservation(app *v1alpha1.Application, version string, hooks hookIndex) argocd.AppObservation {
+	obs := argocd.AppObservation{App: app, ServerVersion: version}
+	referenced := map[schema.GroupKind]bool{}
+	if op := app.Status.OperationState; op != nil && op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			if r.HookType != "" {
+				referenced[schema.GroupKind{Group: r.Group, Kind: r.Kind}] = true
+			}
+		}
+	}
+	obs.HooksKnown = true
+	for gk := range referenced {
+		if !s.HasKind(gk) {
+			obs.HooksKnown = false
+		}
+	}
+	if len(referenced) == 0 {
+		obs.HooksKnown = s.HasKind(gkJob) || s.HasKind(gkPod)
+	}
+	obs.Hooks = hooks.hooksOf(app)
+	return obs
+}
+
+func webhookFailures(app *v1alpha1.Application) []kube.WebhookCallFailure {
+	op := app.Status.OperationState
+	if op == nil {
+		return nil
+	}
+	src := "Application " + app.Namespace + "/" + app.Name
+	var at time.Time
+	if op.FinishedAt != nil {
+		at = op.FinishedAt.Time
+	} else {
+		at = op.StartedAt.Time
+	}
+	var out []kube.WebhookCallFailure
+	msgs := []string{op.Message}
+	if op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			msgs = append(msgs, r.Message)
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if strings.Contains(m, "failed calling webhook") && !seen[m] {
+			seen[m] = true
+			out = append(out, kube.WebhookCallFailure{Source: src, Message: m, At: at})
+		}
+	}
+	return out
+}
+
+func crdObservation(u *unstructured.Unstructured) flux.CRDObservation {
+	obs := flux.CRDObservation{Name: u.GetName()}
+	obs.StoredVersions, _, _ = unstructured.NestedStringSlice(u.Object, "status", "storedVersions")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]interface{})
+		name, _ := m["name"].(string)
+		if served, _ := m["served"].(bool); served {
+			obs.Served = append(obs.Served, name)
+		}
+		if storage, _ := m["storage"].(bool); storage {
+			obs.Storage = name
+		}
+	}
+	return obs
+}
+
+// imageTag returns the image tag of a Deployment called deployment: of its container named container,
+// deployment or "manager" (Flux's name), else of its only container; "" when there is none.
+func imageTag(u *unstructured.Unstructured, deployment, container string) string {
+	if u.GetName() != deployment {
+		return ""
+	}
+	cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	image := ""
+	for _, c := range cs {
+		m, _ := c.(map[string]interface{})
+		img, _ := m["image"].(string)
+		if n, _ := m["name"].(string); n == container || n == deployment || n == "manager" || len(cs) == 1 {
+			image = img
+			break
+		}
+	}
+	if i := strings.Index(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i > 0 && !strings.Contains(image[i:], "/") {
+		return image[i+1:]
+	}
+	return ""
+}
+
+func convert(u *unstructured.Unstructured, into interface{}) error {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("cannot decode %s: %w", u.GetKind(), err)
+	}
+	return nil
+}
+
+func nsName(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}
+
+// Thresholds gathers every package's thresholds.
+type Thresholds struct {
+	ArgoCD argocd.Thresholds
+	Kube   kube.Thresholds
+	Flux   flux.Thresholds
+}
+
+// DefaultThresholds are the catalog's defaults.
+func DefaultThresholds() Thresholds {
+	return Thresholds{ArgoCD: argocd.DefaultThresholds(), Kube: kube.DefaultThresholds(), Flux: flux.DefaultThresholds()}
+}
+
+// Scan runs every rule over the observations and returns the findings, the specific ones taking precedence over
+// kube/stuck-terminating, sorted by severity (most urgent first), rule, then object.
+func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
+	var out []syncmedic.Finding
+	for _, a := range o.Apps {
+		out = append(out, argocd.Evaluate(a, now, th.ArgoCD)...)
+	}
+	out = append(out, kube.Evaluate(o.Inventory, now, th.Kube)...)
+	for _, r := range o.Releases {
+		out = append(out, flux.EvaluateRelease(r, now, th.Flux)...)
+	}
+	for _, c := range o.CRDs {
+		out = append(out, flux.EvaluateCRD(c, now)...)
+	}
+	out = syncmedic.DropShadowed(out)
+	syncmedic.SortFindings(out)
+	return out
+}

@@ -1,0 +1,281 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// MaxFileSize is the largest file the reader accepts; larger files are reported as problems and skipped.
+const MaxFileSize = 256 << 20
+
+// Problem is a file or document the reader could not use. It never stops the rest of the read.
+type Problem struct {
+	File string `json:"file"`
+	// Line is the 1-based line where the bad document starts (or the error's line when known); 0 when unknown.
+	Line int    `json:"line,omitempty"`
+	Err  string `json:"error"`
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Err)
+	}
+	return p.File + ": " + p.Err
+}
+
+// Snapshot is everything read from a dump: the objects, the kinds seen, and the problems met.
+type Snapshot struct {
+	Objects  []*unstructured.Unstructured
+	Problems []Problem
+	kinds    map[schema.GroupKind]bool
+}
+
+// HasKind reports whether the dump contained at least one object of the kind (even if all were filtered out), so
+// rules can tell "absent" from "not dumped". An empty List of the kind also counts when kubectl names it.
+func (s *Snapshot) HasKind(gk schema.GroupKind) bool { return s.kinds[gk] }
+
+// ReadPaths reads files and directories (recursively; files ending in .yaml, .yml or .json). The error is
+// non-nil only when a path cannot be opened at all; bad content becomes Problems.
+func ReadPaths(paths ...string) (*Snapshot, error) {
+	s := &Snapshot{kinds: map[schema.GroupKind]bool{}}
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		if !info.IsDir() {
+			s.readFile(p)
+			continue
+		}
+		var files []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
+				return nil
+			}
+			if !d.IsDir() && isDumpFile(path) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: walking %s: %w", p, err)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			s.readFile(f)
+		}
+	}
+	return s, nil
+}
+
+func isDumpFile(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+func (s *Snapshot) readFile(path string) {
+	info, err := os.Stat(path)
+	if err == nil && info.Size() > MaxFileSize {
+		s.Problems = append(s.Problems, Problem{File: path, Err: fmt.Sprintf("file is %d bytes, over the %d byte limit", info.Size(), MaxFileSize)})
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
+		return
+	}
+	s.Add(path, data)
+}
+
+// Add parses one file's content (YAML with any number of documents, or JSON: an object, a List, or an array as
+// `argocd app list -o json` prints) and adds its objects to the snapshot.
+func (s *Snapshot) Add(name string, data []byte) {
+	if s.kinds == nil {
+		s.kinds = map[schema.GroupKind]bool{}
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		s.addJSON(name, trimmed)
+		return
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	line := 1
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			s.Problems = append(s.Problems, Problem{File: name, Line: line, Err: err.Error()})
+			return
+		}
+		start := line + leadingBlankLines(doc)
+		line += bytes.Count(doc, []byte("\n"))
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			s.Problems = append(s.Problems, Problem{File: name, Line: start + errLine(err), Err: cleanErr(err)})
+			continue
+		}
+		s.addJSON(name+":"+strconv.Itoa(start), js)
+	}
+}
+
+func (s *Snapshot) addJSON(where string, js []byte) {
+	file, line := splitWhere(where)
+	var v interface{}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		s.Problems = append(s.Problems, Problem{File: file, Line: line, Err: "invalid JSON: " + err.Error()})
+		return
+	}
+	s.addValue(file, line, v)
+}
+
+func (s *Snapshot) addValue(file string, line int, v interface{}) {
+	switch t := v.(type) {
+	case []interface{}:
+		for _, item := range t {
+			s.addValue(file, line, item)
+		}
+	case map[string]interface{}:
+		s.addObject(file, line, t)
+	case nil:
+	default:
+		s.Problems = append(s.Problems, Problem{File: file, Line: line, Err: fmt.Sprintf("expected a Kubernetes object, got %T", v)})
+	}
+}
+
+func (s *Snapshot) addObject(file string, line int, m map[string]interface{}) {
+	m = normalizeNumbers(m).(map[string]interface{})
+	kind, _ := m["kind"].(string)
+	apiVersion, _ := m["apiVersion"].(string)
+	if items, ok := m["items"].([]interface{}); ok && (strings.HasSuffix(kind, "List") || kind == "") {
+		for _, item := range items {
+			s.addValue(file, line, item)
+		}
+		return
+	}
+	if kind == "" && looksLikeApplication(m) {
+		// `argocd app get -o json` prints the Application without its type metadata.
+		kind, apiVersion = "Application", "argoproj.io/v1alpha1"
+		m["kind"], m["apiVersion"] = kind, apiVersion
+	}
+	if kind == "" || apiVersion == "" {
+		return // not a Kubernetes object (unknown content is skipped, not an error)
+	}
+	if _, ok := m["metadata"].(map[string]interface{}); !ok {
+		s.Problems = append(s.Problems, Problem{File: file, Line: line, Err: fmt.Sprintf("%s %s has no metadata", apiVersion, kind)})
+		return
+	}
+	u := &unstructured.Unstructured{Object: m}
+	s.kinds[u.GroupVersionKind().GroupKind()] = true
+	s.Objects = append(s.Objects, u)
+}
+
+func looksLikeApplication(m map[string]interface{}) bool {
+	spec, ok := m["spec"].(map[string]interface{})
+	if !ok {
+		return false
+	}
+	_, dest := spec["destination"]
+	_, src := spec["source"]
+	_, srcs := spec["sources"]
+	_, meta := m["metadata"]
+	return meta && dest && (src || srcs)
+}
+
+// normalizeNumbers turns json.Number into int64 or float64, as unstructured objects expect.
+func normalizeNumbers(v interface{}) interface{} {
+	switch t := v.(type) {
+	case map[string]interface{}:
+		for k, x := range t {
+			t[k] = normalizeNumbers(x)
+		}
+		return t
+	case []interface{}:
+		for i, x := range t {
+			t[i] = normalizeNumbers(x)
+		}
+		return t
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	}
+	return v
+}
+
+var lineRe = regexp.MustCompile(`line (\d+)`)
+
+// errLine returns the line offset a YAML error names (1-based within the document), minus one, or 0.
+func errLine(err error) int {
+	if m := lineRe.FindStringSubmatch(err.Error()); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n > 0 {
+			return n - 1
+		}
+	}
+	return 0
+}
+
+func cleanErr(err error) string {
+	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), "yaml: ")
+}
+
+func leadingBlankLines(doc []byte) int {
+	n := 0
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		t := bytes.TrimSpace(l)
+		if len(t) != 0 && !bytes.HasPrefix(t, []byte("#")) && !bytes.Equal(t, []byte("---")) {
+			return n
+		}
+		n++
+	}
+	return 0
+}
+
+func stripComments(doc []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		t := bytes.TrimSpace(l)
+		if bytes.HasPrefix(t, []byte("#")) || bytes.Equal(t, []byte("---")) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+func splitWhere(where string) (string, int) {
+	if i := strings.LastIndex(where, ":"); i > 0 {
+		if n, err := strconv.Atoi(where[i+1:]); err == nil {
+			return where[:i], n
+		}
+	}
+	return where, 0
+}

@@ -1,0 +1,211 @@
+package snapshot
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+func TestAdd(t *testing.T) {
+	tests := []struct {
+		name      string
+		file      string
+		content   string
+		wantKinds []string
+		wantProbs []string // "file:line: substring"
+	}{
+		{
+			name:      "a kubectl List is expanded into its items",
+			file:      "jobs.yaml",
+			content:   "apiVersion: v1\nkind: List\nitems:\n- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: a, namespace: x}\n- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: b, namespace: x}\n",
+			wantKinds: []string{"Job", "Job"},
+		},
+		{
+			name:      "multi-document YAML yields every document",
+			file:      "multi.yaml",
+			content:   "# dump\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\n",
+			wantKinds: []string{"Service", "Pod"},
+		},
+		{
+			name:      "argocd app list -o json, an array of Applications without type metadata, is understood",
+			file:      "apps.json",
+			content:   `[{"metadata":{"name":"a","namespace":"argocd"},"spec":{"source":{"repoURL":"r"},"destination":{"namespace":"x"}}}]`,
+			wantKinds: []string{"Application"},
+		},
+		{
+			name:      "a typed List in JSON is expanded",
+			file:      "hr.json",
+			content:   `{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmReleaseList","items":[{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","metadata":{"name":"r","namespace":"a"}}]}`,
+			wantKinds: []string{"HelmRelease"},
+		},
+		{
+			name:      "a malformed document is reported with its file and line and the rest is read",
+			file:      "bad.yaml",
+			content:   "apiVersion: v1\nkind: Service\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: fine}\n",
+			wantKinds: []string{"Service", "Pod"},
+			wantProbs: []string{"bad.yaml:"},
+		},
+		{
+			name:      "broken JSON is reported and nothing is invented",
+			file:      "bad.json",
+			content:   `{"apiVersion": "v1", "kind": `,
+			wantProbs: []string{"bad.json: invalid JSON"},
+		},
+		{
+			name:    "content that is not a Kubernetes object is skipped silently",
+			file:    "values.yaml",
+			content: "replicaCount: 2\nimage: {tag: latest}\n",
+		},
+		{
+			name:      "an object without metadata is a problem",
+			file:      "nometa.yaml",
+			content:   "apiVersion: v1\nkind: Pod\n",
+			wantProbs: []string{"nometa.yaml:1: v1 Pod has no metadata"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Snapshot{}
+			s.Add(tt.file, []byte(tt.content))
+			var kinds []string
+			for _, o := range s.Objects {
+				kinds = append(kinds, o.GetKind())
+			}
+			require.Equal(t, tt.wantKinds, kinds)
+			require.Len(t, s.Problems, len(tt.wantProbs), "problems: %v", s.Problems)
+			for i, p := range tt.wantProbs {
+				require.Contains(t, s.Problems[i].String(), p)
+			}
+		})
+	}
+}
+
+func TestMalformedDocumentLine(t *testing.T) {
+	s := &Snapshot{}
+	s.Add("bad.yaml", []byte("apiVersion: v1\nkind: Service\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: {a: [b}\n"))
+	require.Len(t, s.Problems, 1)
+	require.Equal(t, "bad.yaml", s.Problems[0].File)
+	require.GreaterOrEqual(t, s.Problems[0].Line, 5, "the line points into the second document, not the first")
+}
+
+func TestHasKindOnlyForDumpedKinds(t *testing.T) {
+	s := &Snapshot{}
+	s.Add("a.yaml", []byte("apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: n}\n"))
+	require.True(t, s.HasKind(schema.GroupKind{Kind: "Service"}))
+	require.False(t, s.HasKind(schema.GroupKind{Group: "discovery.k8s.io", Kind: "EndpointSlice"}))
+	o := s.Observe()
+	require.True(t, o.Inventory.ServicesKnown)
+	require.False(t, o.Inventory.EndpointsKnown, "endpoints were not dumped, so no rule may claim they are missing")
+}
+
+func TestReadPathsExamples(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Run("the stuck example fires every rule of the catalog", func(t *testing.T) {
+		s, err := ReadPaths("../examples/stuck-cluster")
+		require.NoError(t, err)
+		require.Empty(t, s.Problems)
+		fs := Scan(s.Observe(), now, DefaultThresholds())
+		got := map[syncmedic.RuleID]bool{}
+		for _, f := range fs {
+			got[f.Rule] = true
+		}
+		for _, r := range syncmedic.Rules() {
+			require.True(t, got[r.ID], "rule %s did not fire", r.ID)
+		}
+	})
+	t.Run("the healthy example fires nothing", func(t *testing.T) {
+		s, err := ReadPaths("../examples/healthy-cluster")
+		require.NoError(t, err)
+		require.Empty(t, s.Problems)
+		require.Empty(t, Scan(s.Observe(), now, DefaultThresholds()))
+	})
+	t.Run("a path that does not exist is an error", func(t *testing.T) {
+		_, err := ReadPaths(filepath.Join(t.TempDir(), "missing"))
+		require.Error(t, err)
+	})
+}
+
+func TestObserveBuildsAppHooksAndVersions(t *testing.T) {
+	s, err := ReadPaths("../examples/stuck-cluster")
+	require.NoError(t, err)
+	o := s.Observe()
+	var shop bool
+	for _, a := range o.Apps {
+		require.Equal(t, "v2.14.3", a.ServerVersion, "the argocd-server image tag gives the version")
+		if a.App.Name == "shop" {
+			shop = true
+			require.True(t, a.HooksKnown)
+			require.Len(t, a.Hooks, 1)
+			require.Equal(t, "migrate", a.Hooks[0].GetName())
+		}
+	}
+	require.True(t, shop)
+	require.Len(t, o.Releases, 4)
+	require.Equal(t, "v0.36.2", o.Releases[0].ControllerVersion)
+	require.Len(t, o.Inventory.WebhookCallFailures, 1)
+}
+
+// FuzzRead feeds arbitrary bytes to the reader: it must never panic, and every object it returns has a kind.
+func FuzzRead(f *testing.F) {
+	for _, dir := range []string{"../examples/stuck-cluster", "../examples/healthy-cluster"} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && isDumpFile(e.Name()) {
+				f.Add(e.Name(), b)
+			}
+		}
+	}
+	f.Add("x.json", []byte(`[{"metadata":{}},{"spec":{"destination":1,"source":2},"metadata":{}}]`))
+	f.Add("x.yaml", []byte("kind: List\nitems: [1, null, {kind: X}]\n"))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		s := &Snapshot{}
+		s.Add(name, data)
+		for _, o := range s.Objects {
+			if o.GetKind() == "" {
+				t.Fatalf("object without kind: %v", o.Object)
+			}
+		}
+		_ = Scan(s.Observe(), time.Unix(1_800_000_000, 0), DefaultThresholds())
+	})
+}
+
+// BenchmarkRead50k reads and scans a generated 50,000-object dump.
+func BenchmarkRead50k(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	for i := 0; i < 50000; i++ {
+		switch i % 5 {
+		case 0:
+			fmt.Fprintf(&sb, "- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: job-%d, namespace: ns-%d, annotations: {argocd.argoproj.io/hook: PreSync}, labels: {app.kubernetes.io/instance: app-%d}}\n  status: {conditions: [{type: Complete, status: \"True\"}]}\n", i, i%100, i%100)
+		case 1:
+			fmt.Fprintf(&sb, "- apiVersion: v1\n  kind: Service\n  metadata: {name: svc-%d, namespace: ns-%d}\n", i, i%100)
+		case 2:
+			fmt.Fprintf(&sb, "- apiVersion: helm.toolkit.fluxcd.io/v2\n  kind: HelmRelease\n  metadata: {name: hr-%d, namespace: ns-%d, generation: 2}\n  status: {observedGeneration: 2, conditions: [{type: Ready, status: \"True\", reason: UpgradeSucceeded, message: ok, lastTransitionTime: \"2025-01-01T00:00:00Z\"}]}\n", i, i%100)
+		case 3:
+			fmt.Fprintf(&sb, "- apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: app-%d, namespace: argocd}\n  spec: {project: default, destination: {namespace: ns-%d}, source: {repoURL: r}}\n  status: {operationState: {phase: Succeeded, startedAt: \"2025-01-01T00:00:00Z\", operation: {sync: {revision: abc}}}}\n", i, i%100)
+		default:
+			fmt.Fprintf(&sb, "- apiVersion: v1\n  kind: PersistentVolumeClaim\n  metadata: {name: pvc-%d, namespace: ns-%d}\n", i, i%100)
+		}
+	}
+	dir := b.TempDir()
+	path := filepath.Join(dir, "dump.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(sb.String()), 0o600))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := ReadPaths(path)
+		if err != nil || len(s.Objects) != 50000 {
+			b.Fatalf("read %d objects: %v", len(s.Objects), err)
+		}
+		_ = Scan(s.Observe(), now, DefaultThresholds())
+	}
+}
