@@ -4,7 +4,7 @@
 #   - kube-apiserver v1.31.0 and etcd v3.5, built with `go build` from the pinned modules in tools/
 #   - controller-gen v0.16.5, and the CRDs the tests install, generated or copied from the Go modules:
 #     Argo CD (argo-cd/v2 manifests/crds), Flux HelmRelease (controller-gen over helm-controller/api, all versions),
-#     Argo Workflows Workflow (argo-workflows/v3 manifests)
+#     Argo Workflows Workflow (argo-workflows/v3 manifests, the minimal CRD its install manifests use)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -39,10 +39,17 @@ build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$K8S_L
 build etcd etcd go.etcd.io/etcd/server/v3
 build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 
-moddir() { (cd "$1" && go list -m -f '{{.Dir}}' "$2"); }
+# moddir DIR MODULE: the module's source directory in the module cache, downloading it first if needed
+# (`go list -m` prints an empty Dir for a module that is not in the cache yet).
+moddir() {
+  local d
+  d=$(cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
+  [ -n "$d" ] && [ -d "$d" ] || { log "cannot find the source of $2 (from $1/go.mod)"; return 1; }
+  echo "$d"
+}
 
 CRDS=$BIN/crds
-CRDSTAMP=$( (cat go.mod go.sum tools/argo-workflows/go.mod; echo v2) | sha256sum | cut -c1-16)
+CRDSTAMP=$( (cat go.mod go.sum tools/argo-workflows/go.mod; echo v3) | sha256sum | cut -c1-16)
 if [ "$(cat "$CRDS/.stamp" 2>/dev/null)" != "$CRDSTAMP" ]; then
   log "generating CRDs into bin/crds"
   rm -rf "$CRDS" && mkdir -p "$CRDS"
@@ -58,7 +65,9 @@ if [ "$(cat "$CRDS/.stamp" 2>/dev/null)" != "$CRDSTAMP" ]; then
   (cd "$tmp/api" && GOFLAGS=-mod=mod "$BIN/controller-gen" crd paths=./... output:crd:artifacts:config="$tmp/out" >/dev/null)
   cp "$tmp/out/helm.toolkit.fluxcd.io_helmreleases.yaml" "$CRDS/"
   wf=$(moddir "$ROOT/tools/argo-workflows" github.com/argoproj/argo-workflows/v3)
-  cp "$wf/manifests/base/crds/full/argoproj.io_workflows.yaml" "$CRDS/"
+  # The minimal CRD is the one Argo Workflows' install manifests ship (the "full" one is not valid for a v1.31
+  # apiserver: empty types in the inline/steps schemas).
+  cp "$wf/manifests/base/crds/minimal/argoproj.io_workflows.yaml" "$CRDS/"
   chmod u+w "$CRDS"/*.yaml
   echo "$CRDSTAMP" > "$CRDS/.stamp"
 fi
