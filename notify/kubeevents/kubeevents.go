@@ -1,0 +1,132 @@
+package kubeevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/notify"
+)
+
+// Event reasons besides syncmedic.EventReasonRemediation.
+const (
+	ReasonIncidentOpened   = "SyncmedicIncidentOpened"
+	ReasonIncidentResolved = "SyncmedicIncidentResolved"
+)
+
+// maxMessage keeps Event messages readable in kubectl describe (the steps of an action can be long).
+const maxMessage = 1024
+
+// Options configure the notifier.
+type Options struct {
+	Client kubernetes.Interface
+	// Component is the Event's source component (default "syncmedic").
+	Component string
+	// Host is the Event's source host (the Pod name).
+	Host string
+}
+
+// Notifier creates a core/v1 Event on the object of an incident when it opens, when an automatic action ends, and
+// when it resolves. Dry-run records are not actions and leave no Event.
+type Notifier struct {
+	o Options
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New returns a Kubernetes Events notifier.
+func New(o Options) *Notifier {
+	if o.Component == "" {
+		o.Component = "syncmedic"
+	}
+	return &Notifier{o: o}
+}
+
+// Notify creates the Event for ev, if its kind has one.
+func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+	typ, reason, msg, ok := describe(ev)
+	if !ok {
+		return false, nil
+	}
+	o := ev.Incident.Finding.Object
+	ns := o.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault // where kubectl shows Events of cluster-scoped objects
+	}
+	apiVersion := schema.GroupVersion{Group: o.Group, Version: o.Version}.String()
+	now := metav1.NewTime(ev.At)
+	e := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: eventPrefix(o.Name), Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{APIVersion: apiVersion, Kind: o.Kind, Namespace: o.Namespace,
+			Name: o.Name, UID: typesUID(o.UID)},
+		Type: typ, Reason: reason, Message: clip(msg, maxMessage),
+		Source:         corev1.EventSource{Component: n.o.Component, Host: n.o.Host},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "syncmedic.io/" + n.o.Component, ReportingInstance: n.o.Host,
+	}
+	if _, err := n.o.Client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+		return retryable(err), fmt.Errorf("create Event %s on %s: %w", reason, o, err)
+	}
+	return false, nil
+}
+
+func describe(ev syncmedic.Event) (typ, reason, msg string, ok bool) {
+	inc := ev.Incident
+	switch ev.Kind {
+	case syncmedic.EventOpened:
+		return corev1.EventTypeWarning, ReasonIncidentOpened,
+			fmt.Sprintf("syncmedic incident %s (%s): %s", inc.ID, inc.Finding.Rule, inc.Finding.Summary), true
+	case syncmedic.EventResolved:
+		return corev1.EventTypeNormal, ReasonIncidentResolved,
+			fmt.Sprintf("syncmedic incident %s (%s) resolved", inc.ID, inc.Finding.Rule), true
+	case syncmedic.EventRemediated:
+		a := ev.Attempt
+		if a == nil || a.Result == syncmedic.ResultDryRun {
+			return "", "", "", false
+		}
+		typ = corev1.EventTypeNormal
+		msg = fmt.Sprintf("syncmedic applied %s for incident %s (%s): %s", a.Action, inc.ID, inc.Finding.Rule, a.Result)
+		if a.Result == syncmedic.ResultFailed {
+			typ = corev1.EventTypeWarning
+			msg += ": " + a.Error
+		} else if len(a.Steps) > 0 {
+			msg += ": " + strings.Join(a.Steps, "; ")
+		}
+		return typ, syncmedic.EventReasonRemediation, msg, true
+	}
+	return "", "", "", false
+}
+
+// retryable: the apiserver is overloaded, timing out, failing internally, or unreachable.
+func retryable(err error) bool {
+	var ne net.Error
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
+		errors.As(err, &ne)
+}
+
+func eventPrefix(name string) string {
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return strings.TrimSuffix(name, ".") + "."
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func typesUID(uid string) types.UID { return types.UID(uid) }

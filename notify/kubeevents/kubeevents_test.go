@@ -1,0 +1,65 @@
+package kubeevents
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestRemediationLeavesAnEventOnTheObject(t *testing.T) {
+	env := testenv.Kube(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate", Namespace: ns}, Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "m", Image: "busybox"}}}}}}
+	require.NoError(t, env.Client.Create(ctx, job))
+
+	f := syncmedic.NewFinding(syncmedic.RuleHookFinalizerStuck, syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD,
+		Group: "batch", Version: "v1", Kind: "Job", Namespace: ns, Name: "migrate", UID: string(job.UID)}, "stuck")
+	inc := syncmedic.Incident{ID: f.Fingerprint + "-1", State: syncmedic.StateRemediating, Finding: f}
+	n := New(Options{Client: env.Clientset, Host: "syncmedic-0"})
+	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+	_, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at, Incident: inc,
+		Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultDryRun}})
+	require.NoError(t, err)
+	retry, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at, Incident: inc,
+		Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultSucceeded,
+			Steps: []string{"PatchResource: remove finalizers/0"}}})
+	require.NoError(t, err)
+	require.False(t, retry)
+
+	events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, events.Items, 1, "a dry-run leaves no Event, an action leaves one")
+	e := events.Items[0]
+	require.Equal(t, syncmedic.EventReasonRemediation, e.Reason)
+	require.Equal(t, corev1.EventTypeNormal, e.Type)
+	require.Equal(t, "migrate", e.InvolvedObject.Name)
+	require.Equal(t, "Job", e.InvolvedObject.Kind)
+	require.Equal(t, "batch/v1", e.InvolvedObject.APIVersion)
+	require.Equal(t, job.UID, e.InvolvedObject.UID)
+	require.Contains(t, e.Message, string(syncmedic.ActionRemoveHookFinalizer))
+	require.Contains(t, e.Message, inc.ID)
+}
+
+func TestEventsInAMissingNamespaceAreNotRetried(t *testing.T) {
+	env := testenv.Kube(t)
+	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
+		Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease", Namespace: "no-such-namespace", Name: "web"}, "stalled")
+	retry, err := New(Options{Client: env.Clientset}).Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened,
+		At: time.Now(), Incident: syncmedic.Incident{ID: "x", Finding: f}})
+	require.Error(t, err)
+	require.False(t, retry)
+}

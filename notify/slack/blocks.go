@@ -1,0 +1,214 @@
+package slack
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// maxSectionText is Slack's limit for a section's text; longer evidence is cut with a note.
+const maxSectionText = 3000
+
+var stateLabel = map[syncmedic.IncidentState]string{
+	syncmedic.StateFiring:      ":red_circle: Firing",
+	syncmedic.StateRemediating: ":large_yellow_circle: Remediating",
+	syncmedic.StateResolved:    ":large_green_circle: Resolved",
+}
+
+// RootBlocks renders the root message of an incident: what is stuck, since when, the evidence, the remedy and
+// whether syncmedic will apply it, and the links (the Argo CD UI). at is when the evidence ages are judged.
+func RootBlocks(inc syncmedic.Incident, at time.Time) []slack.Block {
+	f := inc.Finding
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(clip(stateEmoji(inc.State)+" "+inc.Title(), 150))),
+		slack.NewSectionBlock(md(clip("*"+escape(f.Summary)+"*\n"+objectLine(f), maxSectionText)), nil, nil),
+		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
+			md("*State*\n" + stateLabel[inc.State]),
+			md("*Since*\n" + slackDate(since(inc))),
+			md("*Severity*\n" + f.Severity.String()),
+			md("*Rule*\n" + ruleLink(f.Rule)),
+		}, nil),
+	}
+	if len(f.Evidence) > 0 {
+		lines := make([]string, 0, len(f.Evidence))
+		for _, e := range f.Evidence {
+			lines = append(lines, e.Format(at))
+		}
+		blocks = append(blocks, slack.NewSectionBlock(md(codeBlock("*Evidence*", lines)), nil, nil))
+	}
+	blocks = append(blocks, slack.NewSectionBlock(md(clip(remedyText(inc), maxSectionText)), nil, nil))
+	if len(f.Links) > 0 {
+		var buttons []slack.BlockElement
+		for i, l := range f.Links {
+			b := slack.NewButtonBlockElement(fmt.Sprintf("link-%d", i), l.URL, plain(clip(l.Title, 75)))
+			b.URL = l.URL
+			buttons = append(buttons, b)
+		}
+		blocks = append(blocks, slack.NewActionBlock("links", buttons...))
+	}
+	ctx := []slack.MixedElement{md(fmt.Sprintf("incident `%s` · opened %s", inc.ID, slackDate(inc.OpenedAt)))}
+	for _, a := range f.Advisories {
+		ctx = append(ctx, md(":information_source: "+escape(a)))
+	}
+	blocks = append(blocks, slack.NewContextBlock("", ctx...))
+	return blocks
+}
+
+func remedyText(inc syncmedic.Incident) string {
+	r := inc.Finding.Remedy
+	var b strings.Builder
+	b.WriteString("*Remedy*")
+	if r.Description != "" {
+		b.WriteString(": " + escape(r.Description))
+	}
+	b.WriteString("\n")
+	switch {
+	case r.Action == syncmedic.ActionNone:
+		b.WriteString(":raised_hand: syncmedic will not act: this needs a person.")
+	case inc.Auto:
+		fmt.Fprintf(&b, ":robot_face: syncmedic will apply `%s` automatically (%s).", r.Action, escape(inc.Plan))
+	default:
+		fmt.Fprintf(&b, ":no_entry_sign: syncmedic will not apply `%s`: %s.", r.Action, escape(strings.TrimSuffix(inc.Plan, ".")))
+	}
+	if len(r.Commands) > 0 {
+		b.WriteString("\n" + codeBlock("To fix it by hand:", r.Commands))
+	}
+	return b.String()
+}
+
+// ReplyText renders the thread reply for one transition; EventOpened has none (the root message says it all).
+func ReplyText(ev syncmedic.Event) string {
+	inc := ev.Incident
+	switch ev.Kind {
+	case syncmedic.EventUpdated:
+		lines := make([]string, 0, len(inc.Finding.Evidence))
+		for _, e := range inc.Finding.Evidence {
+			lines = append(lines, e.Format(ev.At))
+		}
+		return clip(":memo: The finding changed: "+escape(inc.Finding.Summary)+"\n"+codeBlock("", lines), maxSectionText)
+	case syncmedic.EventRemediating:
+		return fmt.Sprintf(":hammer_and_wrench: Applying `%s` (%s).", ev.Attempt.Action, escape(ev.Attempt.Reason))
+	case syncmedic.EventRemediated:
+		return clip(attemptText(ev.Attempt), maxSectionText)
+	case syncmedic.EventResolved:
+		open := inc.UpdatedAt.Sub(inc.OpenedAt)
+		if inc.ResolvedAt != nil {
+			open = inc.ResolvedAt.Sub(inc.OpenedAt)
+		}
+		return fmt.Sprintf(":large_green_circle: Resolved: %s no longer matches (open for %s).", inc.Finding.Rule, syncmedic.HumanDuration(open))
+	}
+	return ""
+}
+
+func attemptText(a *syncmedic.Attempt) string {
+	steps := bullets(a.Steps)
+	switch a.Result {
+	case syncmedic.ResultSucceeded:
+		what := "changed"
+		if !a.Changed {
+			what = "nothing to change: already applied"
+		}
+		return fmt.Sprintf(":white_check_mark: `%s` succeeded (%s).%s", a.Action, what, steps)
+	case syncmedic.ResultFailed:
+		next := "syncmedic will try again after its backoff."
+		if a.Permanent {
+			next = "Retrying cannot fix this: syncmedic will not try again."
+		}
+		return fmt.Sprintf(":x: `%s` failed: %s\n%s%s", a.Action, escape(a.Error), next, steps)
+	case syncmedic.ResultDryRun:
+		return fmt.Sprintf(":eyes: Dry-run: syncmedic would apply `%s`, but %s.%s", a.Action, escape(strings.TrimSuffix(a.Reason, ".")), steps)
+	}
+	return fmt.Sprintf("`%s`: %s", a.Action, a.Result)
+}
+
+func bullets(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return "\n• " + strings.Join(escapeAll(lines), "\n• ")
+}
+
+func objectLine(f syncmedic.Finding) string {
+	s := "`" + f.Object.String() + "`"
+	if f.Object.App != "" {
+		s += " · app `" + f.Object.App + "`"
+		if f.Object.Project != "" {
+			s += " (project `" + f.Object.Project + "`)"
+		}
+	}
+	if f.Object.FluxOwner != "" {
+		s += " · applied by `" + f.Object.FluxOwner + "`"
+	}
+	return s
+}
+
+func ruleLink(id syncmedic.RuleID) string {
+	if r, ok := syncmedic.LookupRule(id); ok {
+		return "<" + r.DocsURL() + "|" + string(id) + ">"
+	}
+	return "`" + string(id) + "`"
+}
+
+func since(inc syncmedic.Incident) time.Time {
+	if !inc.Finding.Since.IsZero() {
+		return inc.Finding.Since
+	}
+	return inc.OpenedAt
+}
+
+// slackDate renders t with Slack's date formatting (each reader sees it in their time zone), UTC as fallback.
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|%s>", t.Unix(), t.UTC().Format(time.RFC3339))
+}
+
+func stateEmoji(s syncmedic.IncidentState) string {
+	switch s {
+	case syncmedic.StateRemediating:
+		return "🟡"
+	case syncmedic.StateResolved:
+		return "🟢"
+	}
+	return "🔴"
+}
+
+func codeBlock(title string, lines []string) string {
+	s := "```\n" + strings.ReplaceAll(strings.Join(lines, "\n"), "```", "'''") + "\n```"
+	if title != "" {
+		s = title + "\n" + s
+	}
+	if len(s) > maxSectionText {
+		s = s[:maxSectionText-20] + "\n…(cut)\n```"
+	}
+	return s
+}
+
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, true, false)
+}
+func md(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+}
+
+// escape applies Slack's three mrkdwn escapes so object names cannot form links or mentions.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func escapeAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = escape(s)
+	}
+	return out
+}
+
+func clip(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -1,0 +1,98 @@
+package slack
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	require.NoError(t, enc.Encode(v))
+	got := buf.Bytes()
+	file := filepath.Join("testdata", name+".golden.json")
+	if *update {
+		require.NoError(t, os.WriteFile(file, got, 0o644))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run go test ./notify/slack -update to create it")
+	require.Equal(t, string(want), string(got))
+}
+
+func goldenIncident() syncmedic.Incident {
+	opened := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	since := opened.Add(-25 * time.Minute)
+	f := stuckHook("migrate")
+	f.Since = since
+	f.Evidence = []syncmedic.Evidence{
+		{Field: "metadata.deletionTimestamp", Value: since.Format(time.RFC3339), Since: &since},
+		{Field: "metadata.finalizers", Value: "[argocd.argoproj.io/hook-finalizer]"},
+	}
+	f.Remedy.Commands = []string{`kubectl -n shop patch job migrate --type json -p '[{"op":"remove","path":"/metadata/finalizers/0"}]'`}
+	f.Advisories = []string{"Argo CD v3.0.0–v3.0.15 leak hook finalizers; fixed in v3.0.16 (gitops-engine #761)."}
+	return syncmedic.Incident{ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, State: syncmedic.StateFiring,
+		Finding: f, OpenedAt: opened, UpdatedAt: opened, Plan: "policy: argocd/hook-finalizer-stuck is notify only (dry-run); set it to auto to let syncmedic apply the fix"}
+}
+
+func TestRootBlocksGolden(t *testing.T) {
+	at := time.Date(2026, 3, 10, 12, 5, 0, 0, time.UTC)
+	firing := goldenIncident()
+	remediating := goldenIncident()
+	remediating.State, remediating.Auto, remediating.Plan = syncmedic.StateRemediating, true, "policy: auto for argocd/hook-finalizer-stuck"
+	resolved := remediating
+	resolved.State = syncmedic.StateResolved
+	for _, tc := range []struct {
+		name string
+		inc  syncmedic.Incident
+	}{
+		{"root-firing-notify-only", firing},
+		{"root-remediating-auto", remediating},
+		{"root-resolved", resolved},
+	} {
+		t.Run(tc.name, func(t *testing.T) { golden(t, tc.name, RootBlocks(tc.inc, at)) })
+	}
+	t.Run("webhook-resolved", func(t *testing.T) {
+		r := resolved
+		end := at
+		r.ResolvedAt = &end
+		golden(t, "webhook-resolved", WebhookBlocks(syncmedic.Event{Kind: syncmedic.EventResolved, At: at, Incident: r}))
+	})
+}
+
+func TestReplyTexts(t *testing.T) {
+	inc := goldenIncident()
+	for _, tc := range []struct {
+		name string
+		ev   syncmedic.Event
+		want string
+	}{
+		{"an opened incident has no reply: the root says it all", syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc}, ""},
+		{"a dry-run says what would be done and why not",
+			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: syncmedic.ResultDryRun, Reason: "the kill switch is on", Steps: []string{"PatchResource"}}},
+			":eyes: Dry-run: syncmedic would apply `argocd/remove-hook-finalizer`, but the kill switch is on.\n• PatchResource"},
+		{"a permanent failure says it will not be retried",
+			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: syncmedic.ResultFailed, Error: "permission denied", Permanent: true}},
+			":x: `argocd/remove-hook-finalizer` failed: permission denied\nRetrying cannot fix this: syncmedic will not try again."},
+		{"names cannot inject links or mentions",
+			syncmedic.Event{Kind: syncmedic.EventRemediating, Incident: inc, Attempt: &syncmedic.Attempt{Action: "x", Reason: "<!channel>"}},
+			":hammer_and_wrench: Applying `x` (&lt;!channel&gt;)."},
+	} {
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, ReplyText(tc.ev)) })
+	}
+}

@@ -1,0 +1,127 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/slack-go/slack"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/notify"
+)
+
+// Note keys under which the bot keeps an incident's thread (persisted with the incident by the tracker).
+const (
+	NoteChannel = "slack.channel"
+	NoteTS      = "slack.ts"
+)
+
+// Options configure the bot-token notifier.
+type Options struct {
+	// Token is the bot token (xoxb-…), read from a file; it never appears in errors or logs.
+	Token string
+	// Channel is the channel ID or name to post to.
+	Channel string
+	// Notes keeps each incident's channel and thread ts across restarts (the tracker).
+	Notes notify.Notes
+	// APIURL overrides https://slack.com/api/ (tests use slacktest).
+	APIURL     string
+	HTTPClient *http.Client
+}
+
+// Notifier posts one root message per incident, updates it in place on every transition, and replies in its
+// thread for each step.
+type Notifier struct {
+	o      Options
+	client *slack.Client
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New returns a bot-token notifier.
+func New(o Options) (*Notifier, error) {
+	if o.Token == "" || o.Channel == "" || o.Notes == nil {
+		return nil, errors.New("slack: a bot token, a channel and a note store are required")
+	}
+	opts := []slack.Option{}
+	if o.APIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(o.APIURL))
+	}
+	if o.HTTPClient != nil {
+		opts = append(opts, slack.OptionHTTPClient(o.HTTPClient))
+	}
+	return &Notifier{o: o, client: slack.New(o.Token, opts...)}, nil
+}
+
+// Notify posts or updates the root message and adds the thread reply for ev.
+func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+	id := ev.Incident.ID
+	channel, ts := n.thread(id)
+	root := RootBlocks(ev.Incident, ev.At)
+	fallback := fallbackText(ev.Incident)
+	if ts == "" {
+		// First message of the incident (or the opened event was lost): post the root and remember the thread.
+		ch, newTS, err := n.client.PostMessageContext(ctx, channel, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
+		if err != nil {
+			return n.classify("chat.postMessage", err)
+		}
+		n.o.Notes.SetNote(ctx, id, NoteChannel, ch)
+		n.o.Notes.SetNote(ctx, id, NoteTS, newTS)
+		channel, ts = ch, newTS
+	} else if ev.Kind != syncmedic.EventOpened {
+		_, _, _, err := n.client.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
+		if err != nil {
+			return n.classify("chat.update", err)
+		}
+	}
+	reply := ReplyText(ev)
+	if reply == "" {
+		return false, nil
+	}
+	_, _, err := n.client.PostMessageContext(ctx, channel, slack.MsgOptionTS(ts), slack.MsgOptionText(reply, false))
+	if err != nil {
+		return n.classify("chat.postMessage (thread reply)", err)
+	}
+	return false, nil
+}
+
+func (n *Notifier) thread(id string) (channel, ts string) {
+	channel = n.o.Channel
+	if c, ok := n.o.Notes.Note(id, NoteChannel); ok && c != "" {
+		channel = c
+	}
+	ts, _ = n.o.Notes.Note(id, NoteTS)
+	return channel, ts
+}
+
+func (n *Notifier) classify(method string, err error) (bool, error) {
+	retry, err := classify(err)
+	return retry, notify.Redact(fmt.Errorf("slack %s: %w", method, err), n.o.Token)
+}
+
+// classify says whether a slack-go error is worth retrying: rate limits (after Retry-After), 5xx and network
+// errors are; ok:false answers (channel_not_found, invalid_auth, …) and other statuses are not.
+func classify(err error) (bool, error) {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return true, &notify.RetryAfterError{After: rl.RetryAfter, Err: err}
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500, err
+	}
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) {
+		return true, err
+	}
+	return false, err
+}
+
+func fallbackText(inc syncmedic.Incident) string {
+	return fmt.Sprintf("[%s] %s: %s (%s)", inc.State, inc.Title(), inc.Finding.Summary, inc.Finding.Object)
+}

@@ -1,0 +1,100 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/notify"
+)
+
+func event() syncmedic.Event {
+	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
+		Kind: "HelmRelease", Namespace: "shop", Name: "web"}, "install retries exhausted")
+	return syncmedic.Event{Kind: syncmedic.EventOpened, At: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC),
+		Incident: syncmedic.Incident{ID: f.Fingerprint + "-1", Fingerprint: f.Fingerprint, State: syncmedic.StateFiring, Finding: f}}
+}
+
+func TestWebhookPostsTheSignedIncident(t *testing.T) {
+	secret := []byte("s3cr3t-hmac-key")
+	var got syncmedic.Event
+	var sig string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		sig = r.Header.Get(SignatureHeader)
+		require.Equal(t, Sign(secret, body), sig)
+		require.NoError(t, json.Unmarshal(body, &got))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	n, err := New(Options{URL: srv.URL, Secret: secret})
+	require.NoError(t, err)
+	retry, err := n.Notify(context.Background(), event())
+	require.NoError(t, err)
+	require.False(t, retry)
+	require.Equal(t, syncmedic.EventOpened, got.Kind)
+	require.Equal(t, syncmedic.RuleRetriesExhausted, got.Incident.Finding.Rule)
+	require.Regexp(t, `^sha256=[0-9a-f]{64}$`, sig)
+}
+
+func TestWebhookUnsignedWithoutSecret(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Empty(t, r.Header.Get(SignatureHeader))
+	}))
+	defer srv.Close()
+	n, err := New(Options{URL: srv.URL})
+	require.NoError(t, err)
+	_, err = n.Notify(context.Background(), event())
+	require.NoError(t, err)
+}
+
+func TestWebhookSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header string
+		retry  bool
+		after  time.Duration
+	}{
+		{"a server error is retried", 503, "", true, 0},
+		{"a rate limit is retried after Retry-After", 429, "3", true, 3 * time.Second},
+		{"a client error is not retried", 400, "", false, 0},
+		{"a refusal is not retried", 403, "", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.header != "" {
+					w.Header().Set("Retry-After", tc.header)
+				}
+				http.Error(w, "nope", tc.status)
+			}))
+			defer srv.Close()
+			n, err := New(Options{URL: srv.URL + "/hook?token=urltoken123"})
+			require.NoError(t, err)
+			retry, err := n.Notify(context.Background(), event())
+			require.Error(t, err)
+			require.Equal(t, tc.retry, retry)
+			after, _ := notify.RetryAfter(err)
+			require.Equal(t, tc.after, after)
+			require.NotContains(t, err.Error(), "urltoken123")
+		})
+	}
+	t.Run("a network error is retried and does not show the URL", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close()
+		n, err := New(Options{URL: srv.URL + "/hook?token=urltoken123"})
+		require.NoError(t, err)
+		retry, err := n.Notify(context.Background(), event())
+		require.Error(t, err)
+		require.True(t, retry)
+		require.NotContains(t, err.Error(), "urltoken123")
+	})
+}

@@ -1,0 +1,228 @@
+package syncmedic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// countingRemedier records its calls; it fails while failing is set.
+type countingRemedier struct {
+	mu      sync.Mutex
+	real    int
+	dry     int
+	failing error
+}
+
+func (r *countingRemedier) Remediate(_ context.Context, f Finding, dryRun bool) (Outcome, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if dryRun {
+		r.dry++
+		return Outcome{Action: f.Remedy.Action, DryRun: true, Steps: []string{"PatchResource (dry-run)"}}, nil
+	}
+	r.real++
+	if r.failing != nil {
+		return Outcome{}, r.failing
+	}
+	return Outcome{Action: f.Remedy.Action, Changed: true, Steps: []string{"PatchResource remove finalizer"}}, nil
+}
+
+func (r *countingRemedier) calls() (real, dry int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.real, r.dry
+}
+
+type remediationRig struct {
+	tr     *Tracker
+	rem    *countingRemedier
+	evs    *events
+	clock  *clock
+	policy *Policy
+	leader bool
+	logs   *bytes.Buffer
+	reg    *prometheus.Registry
+}
+
+func newRemediationRig(t *testing.T, policyYAML string) *remediationRig {
+	t.Helper()
+	p, err := LoadPolicy([]byte(policyYAML))
+	require.NoError(t, err)
+	r := &remediationRig{rem: &countingRemedier{}, evs: &events{}, clock: newClock(), policy: p, leader: true,
+		logs: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
+	log := slog.New(slog.NewJSONHandler(r.logs, nil))
+	m := NewMetrics(r.reg)
+	stage := NewRemediationStage(RemediationOptions{
+		Remediers: Remediers{ActionRemoveHookFinalizer: r.rem}, Limiter: NewRateLimiter(r.clock.Now),
+		Identity: "syncmedic-0", Log: log, Metrics: m,
+	})
+	r.tr = newTestTracker(t, TrackerOptions{Publisher: r.evs, Now: r.clock.Now, Remediation: stage, Log: log, Metrics: m,
+		Policy: func() *Policy { return r.policy }, Leader: func() bool { return r.leader }})
+	return r
+}
+
+const autoPolicy = `
+defaults:
+  rateLimit: {max: 2, window: 1h, backoff: 1m, maxBackoff: 10m}
+rules:
+  argocd/hook-finalizer-stuck:
+    mode: auto
+    namespaces: [shop]
+`
+
+func TestRemediationFollowsThePolicy(t *testing.T) {
+	ctx := context.Background()
+	t.Run("notify records what would be done once and changes nothing", func(t *testing.T) {
+		r := newRemediationRig(t, "")
+		for range 3 {
+			r.tr.Observe(ctx, "s", []Finding{hookFinding("shop", "migrate")})
+		}
+		real, dry := r.rem.calls()
+		require.Equal(t, 0, real)
+		require.Equal(t, 1, dry)
+		require.Equal(t, []EventKind{EventOpened, EventRemediated}, r.evs.kinds())
+		a := r.evs.last().Attempt
+		require.Equal(t, ResultDryRun, a.Result)
+		require.Equal(t, []string{"PatchResource (dry-run)"}, a.Steps)
+		require.Equal(t, StateFiring, r.evs.last().Incident.State)
+	})
+	t.Run("auto applies the remedy and audits it", func(t *testing.T) {
+		r := newRemediationRig(t, autoPolicy)
+		r.tr.Observe(ctx, "s", []Finding{hookFinding("shop", "migrate")})
+		real, _ := r.rem.calls()
+		require.Equal(t, 1, real)
+		require.Equal(t, []EventKind{EventOpened, EventRemediating, EventRemediated}, r.evs.kinds())
+		ev := r.evs.last()
+		require.Equal(t, ResultSucceeded, ev.Attempt.Result)
+		require.Equal(t, StateRemediating, ev.Incident.State)
+		require.Contains(t, r.logs.String(), `"msg":"remediation","who":"syncmedic-0","action":"argocd/remove-hook-finalizer","result":"succeeded"`)
+		require.Contains(t, r.logs.String(), `"incident":"`+ev.Incident.ID+`"`)
+		m, err := r.reg.Gather()
+		require.NoError(t, err)
+		require.Contains(t, metricText(t, m), `syncmedic_remediations_total{action="argocd/remove-hook-finalizer",result="succeeded",rule="argocd/hook-finalizer-stuck"} 1`)
+	})
+	t.Run("auto does not act outside the allowed namespaces", func(t *testing.T) {
+		r := newRemediationRig(t, autoPolicy)
+		r.tr.Observe(ctx, "s", []Finding{hookFinding("kube-system", "migrate")})
+		real, dry := r.rem.calls()
+		require.Equal(t, 0, real)
+		require.Equal(t, 1, dry)
+		require.Contains(t, r.evs.last().Attempt.Reason, "kube-system")
+	})
+	t.Run("the kill switch stops every action at once", func(t *testing.T) {
+		r := newRemediationRig(t, autoPolicy)
+		r.policy.KillSwitch = true
+		r.tr.Observe(ctx, "s", []Finding{hookFinding("shop", "a"), hookFinding("shop", "b")})
+		real, _ := r.rem.calls()
+		require.Equal(t, 0, real)
+		require.Contains(t, r.evs.last().Attempt.Reason, "kill switch")
+	})
+	t.Run("a follower never acts", func(t *testing.T) {
+		r := newRemediationRig(t, autoPolicy)
+		r.leader = false
+		r.tr.Observe(ctx, "s", []Finding{hookFinding("shop", "migrate")})
+		real, dry := r.rem.calls()
+		require.Zero(t, real+dry)
+		require.Empty(t, r.evs.kinds())
+	})
+}
+
+func TestRemediationIsRateLimitedAndBacksOff(t *testing.T) {
+	ctx := context.Background()
+	r := newRemediationRig(t, autoPolicy)
+	r.rem.failing = errors.New("argocd: connection refused")
+	f := hookFinding("shop", "migrate")
+	r.tr.Observe(ctx, "s", []Finding{f})
+	require.Equal(t, StateFiring, r.evs.last().Incident.State, "a failed action puts the incident back to firing")
+	require.Equal(t, ResultFailed, r.evs.last().Attempt.Result)
+
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ := r.rem.calls()
+	require.Equal(t, 1, real, "no retry inside the backoff")
+
+	r.clock.Advance(time.Minute)
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ = r.rem.calls()
+	require.Equal(t, 2, real, "retried once the backoff passed")
+
+	r.rem.failing = nil
+	r.clock.Advance(2 * time.Minute)
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ = r.rem.calls()
+	require.Equal(t, 2, real, "the rate limit (2 per hour) holds even after the backoff")
+
+	r.clock.Advance(time.Hour)
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ = r.rem.calls()
+	require.Equal(t, 3, real)
+	require.Equal(t, ResultSucceeded, r.evs.last().Attempt.Result)
+}
+
+func TestRemediationStopsAfterAPermanentError(t *testing.T) {
+	ctx := context.Background()
+	r := newRemediationRig(t, autoPolicy)
+	r.rem.failing = Permanent(errors.New("permission denied: applications, update"))
+	f := hookFinding("shop", "migrate")
+	r.tr.Observe(ctx, "s", []Finding{f})
+	r.clock.Advance(24 * time.Hour)
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ := r.rem.calls()
+	require.Equal(t, 1, real)
+	require.True(t, r.evs.last().Attempt.Permanent)
+}
+
+func TestRateLimitsSurviveARestart(t *testing.T) {
+	ctx := context.Background()
+	store := &MemoryStore{}
+	c := newClock()
+	p, err := LoadPolicy([]byte(autoPolicy))
+	require.NoError(t, err)
+	rem := &countingRemedier{failing: errors.New("503 from argocd-server")}
+	newReplica := func() *Tracker {
+		stage := NewRemediationStage(RemediationOptions{Remediers: Remediers{ActionRemoveHookFinalizer: rem}, Limiter: NewRateLimiter(c.Now)})
+		return newTestTracker(t, TrackerOptions{Store: store, Now: c.Now, Remediation: stage, Policy: func() *Policy { return p }})
+	}
+	f := hookFinding("shop", "migrate")
+	newReplica().Observe(ctx, "s", []Finding{f})
+	c.Advance(30 * time.Second)
+	newReplica().Observe(ctx, "s", []Finding{f})
+	real, _ := rem.calls()
+	require.Equal(t, 1, real, "the restarted replica still backs off after the failure it loaded")
+}
+
+func TestBackgroundWorkersApplyRemediesWithoutHoldingUpEvaluation(t *testing.T) {
+	p, err := LoadPolicy([]byte(autoPolicy))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Add(1)
+	slow := RemedierFunc(func(ctx context.Context, f Finding, dryRun bool) (Outcome, error) {
+		defer calls.Done()
+		<-release
+		return Outcome{Action: f.Remedy.Action, Changed: true}, nil
+	})
+	stage := NewRemediationStage(RemediationOptions{Remediers: Remediers{ActionRemoveHookFinalizer: slow}, Workers: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); stage.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	evs := &events{}
+	tr := newTestTracker(t, TrackerOptions{Publisher: evs, Remediation: stage, Policy: func() *Policy { return p }})
+
+	f := hookFinding("shop", "migrate")
+	tr.Observe(ctx, "s", []Finding{f}) // returns while the remedy is still running
+	require.Eventually(t, func() bool { return len(evs.kinds()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	tr.Observe(ctx, "s", []Finding{f}) // the same incident is not taken twice
+	close(release)
+	calls.Wait()
+	require.Eventually(t, func() bool { return evs.last().Kind == EventRemediated }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []EventKind{EventOpened, EventRemediating, EventRemediated}, evs.kinds())
+}
