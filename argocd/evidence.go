@@ -31,6 +31,9 @@ const (
 	ParamRevisions   = "revisions"
 	ParamSyncOptions = "syncOptions"
 	ParamPrune       = "prune"
+	// ParamOperationStartedAt is the startedAt (RFC3339) of the operation the finding is about: a remedy that finds a
+	// later operation knows the fix already happened.
+	ParamOperationStartedAt = "operationStartedAt"
 )
 
 // JSONPatchType is the patch type PatchResource takes for a JSON patch.
@@ -105,6 +108,7 @@ func syncParams(obs AppObservation, p map[string]string) {
 	if op == nil {
 		return
 	}
+	p[ParamOperationStartedAt] = op.StartedAt.UTC().Format(time.RFC3339)
 	if s := op.Operation.Sync; s != nil {
 		if s.Revision != "" {
 			p[ParamRevision] = s.Revision

@@ -1,21 +1,84 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
+	"context"
+	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
 // liveOptions are the flags that point scan, fix and serve at a live Argo CD and cluster.
 type liveOptions struct {
 	kubeconfig string
+	argocd     argoCDFlags
+}
+
+// argoCDFlags are the Argo CD connection and scope flags shared by scan, fix and serve.
+type argoCDFlags struct {
+	server, tokenFile             string
+	plaintext, insecure, grpcWeb  bool
+	projects                      []string
+	selector, appNamespace, uiURL string
+}
+
+func addArgoCDFlags(f *pflag.FlagSet, o *argoCDFlags) {
+	f.StringVar(&o.server, "argocd-server", "", "argocd-server gRPC address host:port (enables the Argo CD part)")
+	f.StringVar(&o.tokenFile, "argocd-token-file", "", "file holding the Argo CD API token (default: the ARGOCD_AUTH_TOKEN variable)")
+	f.BoolVar(&o.plaintext, "argocd-plaintext", false, "connect to argocd-server without TLS")
+	f.BoolVar(&o.insecure, "argocd-insecure", false, "skip verifying argocd-server's TLS certificate")
+	f.BoolVar(&o.grpcWeb, "argocd-grpc-web", false, "tunnel gRPC over HTTP/1.1 (for ingresses without HTTP/2)")
+	f.StringSliceVar(&o.projects, "argocd-project", nil, "only applications of these Argo CD projects (repeatable)")
+	f.StringVar(&o.selector, "argocd-selector", "", "only applications matching this label selector")
+	f.StringVar(&o.appNamespace, "argocd-app-namespace", "", "only applications in this namespace (apps in any namespace)")
+	f.StringVar(&o.uiURL, "argocd-url", "", "Argo CD UI base URL, for links in findings (e.g. https://argocd.example.com)")
+}
+
+func (o argoCDFlags) enabled() bool { return o.server != "" }
+
+func (o argoCDFlags) clientOptions() argocd.ClientOptions {
+	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb}
+}
+
+func (o argoCDFlags) scanOptions(c argocd.Client, th argocd.Thresholds) argocd.ScanOptions {
+	return argocd.ScanOptions{Client: c, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace, UIURL: o.uiURL, Thresholds: th}
 }
 
 func addLiveFlags(cmd *cobra.Command, o *liveOptions) {
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to scan live (in-cluster config when running in a Pod)")
+	addArgoCDFlags(cmd.Flags(), &o.argocd)
 }
+
+// liveSourceBuilders are the live finding sources other files add (one per tool), next to Argo CD's.
+var liveSourceBuilders []func(o *liveOptions, th snapshot.Thresholds) ([]findingSource, error)
 
 // liveSources returns the live finding sources the options enable.
 func liveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, error) {
-	return nil, nil
+	var out []findingSource
+	if o.argocd.enabled() {
+		if err := o.argocd.clientOptions().Validate(); err != nil {
+			return nil, err
+		}
+		a := o.argocd
+		out = append(out, findingSource{name: "argocd " + a.server, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+			c, err := argocd.Dial(a.clientOptions())
+			if err != nil {
+				return nil, nil, err
+			}
+			defer c.Close()
+			return argocd.Scan(ctx, a.scanOptions(c, th.ArgoCD), now)
+		}})
+	}
+	for _, build := range liveSourceBuilders {
+		s, err := build(o, th)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s...)
+	}
+	return out, nil
 }

@@ -1,0 +1,95 @@
+package argocd
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// Call names an Argo CD API call, for error messages and the RBAC permission it needs.
+type Call string
+
+// The calls syncmedic makes.
+const (
+	CallWatch              Call = "Watch"
+	CallList               Call = "List"
+	CallGet                Call = "Get"
+	CallResourceTree       Call = "ResourceTree"
+	CallGetResource        Call = "GetResource"
+	CallPatchResource      Call = "PatchResource"
+	CallTerminateOperation Call = "TerminateOperation"
+	CallSync               Call = "Sync"
+	CallVersion            Call = "Version"
+)
+
+// Permission returns the Argo CD RBAC policy the call needs on the application, as written in argocd-rbac-cm.
+func (c Call) Permission() string {
+	switch c {
+	case CallSync:
+		return "applications, sync (Sync also needs applications, get)"
+	case CallTerminateOperation:
+		return "applications, sync"
+	case CallPatchResource:
+		return "applications, update (on Argo CD v3 the fine-grained form applications, update/<group>/<kind>/<namespace>/<name>, e.g. update/batch/Job/*)"
+	case CallVersion:
+		return "none (the Version API is public)"
+	}
+	return "applications, get"
+}
+
+// ErrAnotherOperation is the message Argo CD returns when Sync finds an operation still set on the application.
+const ErrAnotherOperation = "another operation is already in progress"
+
+// classify turns an Argo CD API error into what the caller needs to decide on a retry: PermissionDenied,
+// Unauthenticated and InvalidArgument become syncmedic.Permanent with the RBAC permission that is missing;
+// Unavailable and the rest stay retryable. The app names the application ("namespace/name").
+func classify(call Call, app string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("argocd %s %s: %w", call, app, err)
+	}
+	switch st.Code() {
+	case codes.PermissionDenied:
+		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: permission denied: the Argo CD account needs the RBAC permission `%s` for this application's project (argocd-rbac-cm): %w", call, app, call.Permission(), err))
+	case codes.Unauthenticated:
+		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: not authenticated: the token is missing, expired or revoked (give a valid account token with --argocd-token-file or ARGOCD_AUTH_TOKEN): %w", call, app, err))
+	case codes.InvalidArgument:
+		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: invalid request: %w", call, app, err))
+	}
+	return fmt.Errorf("argocd %s %s: %w", call, app, err)
+}
+
+// isAnotherOperation reports whether err is Argo CD's "another operation is already in progress".
+func isAnotherOperation(err error) bool {
+	return err != nil && strings.Contains(err.Error(), ErrAnotherOperation)
+}
+
+// isNoOperation reports whether err is TerminateOperation's "No operation is in progress" (already terminated).
+func isNoOperation(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "No operation is in progress")
+}
+
+// isNotFound reports whether err says the resource or application does not exist.
+func isNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if status.Code(err) == codes.NotFound {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "not found")
+}
+
+// isPermission reports whether err (possibly wrapped) is a gRPC PermissionDenied or Unauthenticated.
+func isPermission(err error) bool {
+	c := status.Code(err)
+	return c == codes.PermissionDenied || c == codes.Unauthenticated
+}

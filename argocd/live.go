@@ -1,0 +1,207 @@
+package argocd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// liveNeed says whether the rules need an application's live hook objects, judged from the application alone.
+// Healthy applications never need them, so they cost no API call beyond the watch.
+type liveNeed int
+
+const (
+	liveNone liveNeed = iota
+	// liveNow: the operation is Running/Terminating, or Failed with "field is immutable", or a hook was seen with the
+	// finalizer: fetch on every change, on every threshold and every resync interval.
+	liveNow
+	// liveOnce: the last operation ran hooks and finished more than the hook-finalizer threshold ago; one look per
+	// operation tells whether a hook kept argocd.argoproj.io/hook-finalizer (v2.14.3 orphan, v3 leak).
+	liveOnce
+)
+
+// needsLive classifies an application; finalizerSeen is true when its last fetched hooks carried the finalizer.
+func needsLive(app *v1alpha1.Application, finalizerSeen bool, now time.Time, th Thresholds) liveNeed {
+	if finalizerSeen {
+		return liveNow
+	}
+	op := app.Status.OperationState
+	if op == nil {
+		return liveNone
+	}
+	switch op.Phase {
+	case synccommon.OperationRunning, synccommon.OperationTerminating:
+		return liveNow
+	case synccommon.OperationFailed, synccommon.OperationError:
+		if len(immutableMessages(op)) > 0 {
+			return liveNow
+		}
+	}
+	if !ranHooks(op) {
+		return liveNone
+	}
+	if at := orphanCheckAt(op, th); !at.IsZero() && !now.Before(at) {
+		return liveOnce
+	}
+	return liveNone
+}
+
+// ranHooks reports whether the operation's sync result lists hooks.
+func ranHooks(op *v1alpha1.OperationState) bool {
+	if op == nil || op.SyncResult == nil {
+		return false
+	}
+	for _, r := range op.SyncResult.Resources {
+		if r.HookType != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanCheckAt is when a finished operation's hooks are worth one look for a leftover finalizer.
+func orphanCheckAt(op *v1alpha1.OperationState, th Thresholds) time.Time {
+	if op == nil || op.FinishedAt == nil || !ranHooks(op) {
+		return time.Time{}
+	}
+	return op.FinishedAt.Add(th.HookFinalizer)
+}
+
+// operationSignature changes whenever the operation state changes in a way a person would call progress: phase,
+// message, start, and each hook's phase.
+func operationSignature(op *v1alpha1.OperationState) string {
+	if op == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(string(op.Phase) + "|" + op.StartedAt.UTC().Format(time.RFC3339) + "|" + op.Message)
+	if op.SyncResult != nil {
+		for _, r := range op.SyncResult.Resources {
+			b.WriteString("|" + r.Kind + "/" + r.Name + "=" + string(r.HookPhase) + "," + string(r.Status))
+		}
+	}
+	return b.String()
+}
+
+// nextDeadline returns the earliest instant after now at which a rule's verdict on obs can change by the passing of
+// time alone (a threshold crossed), or zero when none can.
+func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	op := obs.App.Status.OperationState
+	running := op != nil && (op.Phase == synccommon.OperationRunning || op.Phase == synccommon.OperationTerminating)
+	if running {
+		if op.Phase == synccommon.OperationRunning {
+			consider(op.StartedAt.Add(th.HookCompletion))
+		}
+		since := op.StartedAt.Time
+		if obs.StateSince.After(since) {
+			since = obs.StateSince
+		}
+		consider(since.Add(th.OperationStuck))
+	}
+	consider(orphanCheckAt(op, th))
+	for _, h := range obs.Hooks {
+		if finalizerIndex(h, HookFinalizer) < 0 {
+			continue
+		}
+		if dt := h.GetDeletionTimestamp(); dt != nil {
+			consider(dt.Add(th.HookFinalizer))
+		} else if !running {
+			since := h.GetCreationTimestamp().Time
+			if op != nil && op.FinishedAt != nil {
+				since = op.FinishedAt.Time
+			}
+			consider(since.Add(th.HookFinalizer))
+		}
+	}
+	return next
+}
+
+// hasHookFinalizer reports whether any hook carries argocd.argoproj.io/hook-finalizer.
+func hasHookFinalizer(hooks []*unstructured.Unstructured) bool {
+	for _, h := range hooks {
+		if finalizerIndex(h, HookFinalizer) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchHooks reads an application's live hook objects through the Argo CD API: ResourceTree, then GetResource for
+// each tree node that may be a hook (named by the operation's sync result or message, marked as a hook in
+// status.resources, or a top-level node that is not one of the application's managed resources). It returns the objects that carry a hook annotation.
+func fetchHooks(ctx context.Context, c ApplicationClient, app *v1alpha1.Application) ([]*unstructured.Unstructured, error) {
+	name, ns, proj := app.Name, app.Namespace, app.Spec.Project
+	tree, err := c.ResourceTree(ctx, &application.ResourcesQuery{ApplicationName: &name, AppNamespace: &ns, Project: &proj})
+	if err != nil {
+		return nil, classify(CallResourceTree, appKey(app), err)
+	}
+	var hooks []*unstructured.Unstructured
+	for _, n := range hookCandidates(app, tree) {
+		rn, rns, v, g, k := n.Name, n.Namespace, n.Version, n.Group, n.Kind
+		res, err := c.GetResource(ctx, &application.ApplicationResourceRequest{
+			Name: &name, AppNamespace: &ns, Project: &proj, ResourceName: &rn, Namespace: &rns, Version: &v, Group: &g, Kind: &k,
+		})
+		if err != nil {
+			if isNotFound(err) {
+				continue // gone between the tree and the read: absent
+			}
+			return nil, classify(CallGetResource, appKey(app), err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal([]byte(res.GetManifest()), &u.Object); err != nil {
+			return nil, errors.New("argocd GetResource " + appKey(app) + ": unreadable manifest: " + err.Error())
+		}
+		if IsHook(u) {
+			hooks = append(hooks, u)
+		}
+	}
+	return hooks, nil
+}
+
+// hookCandidates picks the tree nodes worth a GetResource.
+func hookCandidates(app *v1alpha1.Application, tree *v1alpha1.ApplicationTree) []v1alpha1.ResourceNode {
+	named := map[hookRef]bool{}
+	if op := app.Status.OperationState; op != nil {
+		if op.SyncResult != nil {
+			for _, r := range op.SyncResult.Resources {
+				if r.HookType != "" || strings.Contains(r.Message, "field is immutable") {
+					named[hookRef{Group: r.Group, Kind: r.Kind, Name: r.Name}] = true
+				}
+			}
+		}
+		if _, ref, ok := parseWaiting(op.Message); ok {
+			named[ref] = true
+		}
+	}
+	managed := map[hookRef]bool{}
+	for _, r := range app.Status.Resources {
+		if r.Hook {
+			named[hookRef{Group: r.Group, Kind: r.Kind, Name: r.Name}] = true
+		} else {
+			managed[hookRef{Group: r.Group, Kind: r.Kind, Name: r.Name}] = true
+		}
+	}
+	var out []v1alpha1.ResourceNode
+	for _, n := range tree.Nodes {
+		ref := hookRef{Group: n.Group, Kind: n.Kind, Name: n.Name}
+		if named[ref] || (len(n.ParentRefs) == 0 && !managed[ref]) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func appKey(app *v1alpha1.Application) string { return app.Namespace + "/" + app.Name }

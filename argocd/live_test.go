@@ -1,0 +1,164 @@
+package argocd
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+func TestNeedsLive(t *testing.T) {
+	th := DefaultThresholds()
+	succeededWithHooks := func(finished time.Duration) *v1alpha1.OperationState {
+		op := runningOp(time.Hour, "successfully synced", synccommon.OperationSucceeded)
+		op.Phase, op.FinishedAt = synccommon.OperationSucceeded, ago(finished)
+		return op
+	}
+	tests := []struct {
+		name          string
+		op            *v1alpha1.OperationState
+		finalizerSeen bool
+		want          liveNeed
+	}{
+		{"an application with no operation needs nothing", nil, false, liveNone},
+		{"a running operation needs the live hooks", runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning), false, liveNow},
+		{"a failed operation without field is immutable needs nothing", failedOp("one or more objects failed to apply"), false, liveNone},
+		{"a failed operation with field is immutable needs the live hooks", failedOp(`Job.batch "migrate" is invalid: field is immutable`), false, liveNow},
+		{"an operation that ran hooks and finished recently needs nothing yet", succeededWithHooks(time.Second), false, liveNone},
+		{"an operation that ran hooks and finished past the threshold needs one look", succeededWithHooks(time.Hour), false, liveOnce},
+		{"a hook seen with the finalizer keeps the application suspicious", nil, true, liveNow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, needsLive(app(tt.op), tt.finalizerSeen, now, th))
+		})
+	}
+}
+
+func TestNextDeadline(t *testing.T) {
+	th := Thresholds{HookFinalizer: 2 * time.Second, HookCompletion: 5 * time.Second, OperationStuck: 30 * time.Second}
+	t.Run("a running operation wakes up when the hook-completion threshold passes", func(t *testing.T) {
+		obs := AppObservation{App: app(runningOp(time.Second, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning))}
+		require.Equal(t, now.Add(4*time.Second), nextDeadline(obs, now, th))
+	})
+	t.Run("a deleted hook with the finalizer wakes up when its threshold passes", func(t *testing.T) {
+		obs := AppObservation{App: app(runningOp(time.Minute, "waiting for deletion of batch/Job/migrate", "")),
+			Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(time.Second), true)}}
+		require.True(t, now.Add(time.Second).Equal(nextDeadline(obs, now, th)))
+	})
+	t.Run("the operation-stuck threshold counts from the last state change", func(t *testing.T) {
+		obs := AppObservation{App: app(runningOp(time.Hour, "waiting for healthy state of apps/Deployment/web", "")), StateSince: now.Add(-10 * time.Second)}
+		require.Equal(t, now.Add(20*time.Second), nextDeadline(obs, now, th))
+	})
+	t.Run("an application with nothing pending has no deadline", func(t *testing.T) {
+		require.True(t, nextDeadline(AppObservation{App: app(nil)}, now, th).IsZero())
+	})
+}
+
+func TestOperationSignature(t *testing.T) {
+	a := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)
+	b := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationSucceeded)
+	require.NotEqual(t, operationSignature(a), operationSignature(b), "a hook phase change is progress")
+	require.Equal(t, operationSignature(a), operationSignature(runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)))
+	require.Empty(t, operationSignature(nil))
+}
+
+func TestSyncRequest(t *testing.T) {
+	tgt := target{name: "shop", namespace: "argocd", project: "default"}
+	t.Run("the stuck operation's revision, prune and options are repeated", func(t *testing.T) {
+		op := runningOp(time.Hour, "", "")
+		op.Operation.Sync.Prune = true
+		req := syncRequest(tgt, app(op), nil)
+		require.Equal(t, "4f2c1e9", req.GetRevision())
+		require.True(t, req.GetPrune())
+		require.Equal(t, []string{"CreateNamespace=true"}, req.SyncOptions.Items)
+		require.Equal(t, "argocd", req.GetAppNamespace())
+	})
+	t.Run("an auto-synced application is synced to its target revision", func(t *testing.T) {
+		a := app(runningOp(time.Hour, "", ""))
+		a.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{}}
+		require.Nil(t, syncRequest(tgt, a, nil).Revision)
+	})
+	t.Run("without an operation state the finding's parameters are used", func(t *testing.T) {
+		req := syncRequest(tgt, app(nil), map[string]string{ParamRevision: "abc", ParamSyncOptions: "A=1,B=2", ParamPrune: "true"})
+		require.Equal(t, "abc", req.GetRevision())
+		require.Equal(t, []string{"A=1", "B=2"}, req.SyncOptions.Items)
+		require.True(t, req.GetPrune())
+	})
+}
+
+func TestSuperseded(t *testing.T) {
+	op := runningOp(time.Hour, "", "")
+	started := op.StartedAt.UTC().Format(time.RFC3339)
+	tests := []struct {
+		name string
+		app  func() *v1alpha1.Application
+		want bool
+	}{
+		{"the stuck operation itself is not superseded", func() *v1alpha1.Application { return app(op) }, false},
+		{"a requested sync not yet started supersedes it", func() *v1alpha1.Application {
+			a := app(nil)
+			a.Operation = &v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{}}
+			return a
+		}, true},
+		{"a later operation supersedes it", func() *v1alpha1.Application {
+			later := op.DeepCopy()
+			later.StartedAt = metav1.NewTime(now)
+			return app(later)
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { require.Equal(t, tt.want, superseded(tt.app(), started)) })
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name      string
+		call      Call
+		err       error
+		permanent bool
+		mentions  string
+	}{
+		{"permission denied on PatchResource names the update permission", CallPatchResource, status.Error(codes.PermissionDenied, "permission denied"), true, "applications, update"},
+		{"permission denied on TerminateOperation names the sync permission", CallTerminateOperation, status.Error(codes.PermissionDenied, "permission denied"), true, "applications, sync"},
+		{"permission denied on Watch names the get permission", CallWatch, status.Error(codes.PermissionDenied, "permission denied"), true, "applications, get"},
+		{"an expired token is permanent", CallSync, status.Error(codes.Unauthenticated, "invalid session"), true, "token"},
+		{"an unavailable server is retried", CallWatch, status.Error(codes.Unavailable, "connection refused"), false, "connection refused"},
+		{"a plain error is retried", CallGet, errors.New("boom"), false, "boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := classify(tt.call, "argocd/shop", tt.err)
+			require.Equal(t, tt.permanent, syncmedic.IsPermanent(err))
+			require.ErrorContains(t, err, tt.mentions)
+			require.ErrorContains(t, err, "argocd/shop")
+		})
+	}
+}
+
+func TestDialNeverPrintsTheToken(t *testing.T) {
+	const secret = "s3cr3t-argocd-token-value"
+	file := t.TempDir() + "/token"
+	require.NoError(t, os.WriteFile(file, []byte(secret+"\n"), 0o600))
+	_, err := Dial(ClientOptions{ServerAddr: "127.0.0.1:1", TokenFile: file, PlainText: true})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), secret)
+
+	t.Run("an empty token file is named in the error", func(t *testing.T) {
+		empty := t.TempDir() + "/empty"
+		require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+		_, err := Dial(ClientOptions{ServerAddr: "127.0.0.1:1", TokenFile: empty, PlainText: true})
+		require.ErrorContains(t, err, "is empty")
+	})
+}

@@ -1,0 +1,209 @@
+package argocd
+
+import (
+	"context"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// appState is what the watcher keeps per application: the last version seen, when its operation last changed,
+// the live hooks last read (only for suspicious applications) and its threshold timer.
+type appState struct {
+	subject    string
+	app        *v1alpha1.Application
+	opSig      string
+	stateSince time.Time
+	gen        uint64 // bumped on every new version of the application
+
+	hooks         []*unstructured.Unstructured
+	hooksKnown    bool
+	liveSig       string    // operation signature the hooks were read for
+	liveAt        time.Time // when they were read (zero: never)
+	finalizerSeen bool
+	fetching      bool
+	fetchSig      string
+	pending       bool // another read is wanted when the running one returns
+
+	timer    *time.Timer
+	timerGen uint64
+}
+
+// loop owns every appState; it runs in Run's goroutine only, so nothing here needs a lock.
+type loop struct {
+	w    *Watcher
+	ctx  context.Context
+	sink syncmedic.Sink
+	apps map[string]*appState
+}
+
+func (l *loop) handle(in input) {
+	switch in.kind {
+	case inListed:
+		seen := make(map[string]bool, len(in.apps))
+		for i := range in.apps {
+			a := &in.apps[i]
+			if l.upsert(a) {
+				seen[l.subject(a)] = true
+			}
+		}
+		for key := range l.apps {
+			if !seen[key] {
+				l.remove(key)
+			}
+		}
+	case inEvent:
+		if in.ev == watch.Deleted {
+			l.remove(l.subject(in.app))
+			return
+		}
+		l.upsert(in.app)
+	case inTimer:
+		if st := l.apps[in.key]; st != nil && st.timerGen == in.gen {
+			l.evaluate(st, true)
+		}
+	case inFetched:
+		l.fetched(in)
+	case inTrigger:
+		if st := l.apps[in.key]; st != nil {
+			l.evaluate(st, true)
+		}
+	}
+}
+
+func (l *loop) subject(a *v1alpha1.Application) string {
+	return Subject(l.w.o.Instance, a.Namespace, a.Name)
+}
+
+// upsert records a new version of an application and evaluates it; it reports whether the application is watched.
+func (l *loop) upsert(a *v1alpha1.Application) bool {
+	if ns := l.w.o.AppNamespace; ns != "" && a.Namespace != ns {
+		return false // Watch ignores the namespace filter unless a name is given
+	}
+	key := l.subject(a)
+	st := l.apps[key]
+	if st != nil && !newer(a.ResourceVersion, st.app.ResourceVersion) {
+		return true
+	}
+	if st == nil {
+		st = &appState{subject: key}
+		l.apps[key] = st
+		l.w.stats.apps.Add(1)
+	}
+	sig := operationSignature(a.Status.OperationState)
+	if st.app != nil && sig != st.opSig {
+		st.stateSince = l.w.o.Now()
+	}
+	st.opSig, st.app = sig, a
+	st.gen++
+	l.evaluate(st, false)
+	return true
+}
+
+func (l *loop) remove(key string) {
+	st := l.apps[key]
+	if st == nil {
+		return
+	}
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	delete(l.apps, key)
+	l.w.stats.apps.Add(-1)
+	l.sink.Observe(l.ctx, key, nil)
+}
+
+// evaluate runs the rules on st, first reading live hooks when the application is suspicious and the last read is
+// stale (or force is set: a threshold or a trigger, when live objects may have changed without the application).
+func (l *loop) evaluate(st *appState, force bool) {
+	now := l.w.o.Now()
+	switch needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) {
+	case liveNow:
+		if force || st.liveAt.IsZero() || st.liveSig != st.opSig || now.Sub(st.liveAt) >= l.w.o.Resync {
+			l.startFetch(st)
+			return
+		}
+	case liveOnce:
+		if st.liveSig != st.opSig {
+			l.startFetch(st)
+			return
+		}
+	case liveNone:
+		st.hooks, st.hooksKnown = nil, false
+	}
+	l.report(st, now)
+}
+
+func (l *loop) startFetch(st *appState) {
+	if st.fetching {
+		st.pending = true
+		return
+	}
+	st.fetching, st.fetchSig = true, st.opSig
+	l.w.fetch(l.ctx, st.subject, st.gen, st.app)
+}
+
+func (l *loop) fetched(in input) {
+	st := l.apps[in.key]
+	if st == nil {
+		return
+	}
+	st.fetching = false
+	st.liveSig, st.liveAt = st.fetchSig, l.w.o.Now()
+	if in.err != nil {
+		l.w.o.Log.Warn("argocd live state unavailable: rules that need the hook objects stay silent", "subject", st.subject, "error", in.err)
+		st.hooks, st.hooksKnown = nil, false
+	} else {
+		st.hooks, st.hooksKnown = in.hooks, true
+		st.finalizerSeen = hasHookFinalizer(in.hooks)
+	}
+	if st.pending || in.gen != st.gen && st.liveSig != st.opSig {
+		st.pending = false
+		l.startFetch(st)
+		return
+	}
+	l.report(st, st.liveAt)
+}
+
+func (l *loop) report(st *appState, now time.Time) {
+	obs := AppObservation{
+		Instance: l.w.o.Instance, App: st.app, Hooks: st.hooks, HooksKnown: st.hooksKnown,
+		ServerVersion: l.w.ServerVersion(), StateSince: st.stateSince, UIURL: l.w.o.UIURL,
+	}
+	fs := Evaluate(obs, now, l.w.o.Thresholds)
+	l.w.stats.evals.Add(1)
+	l.sink.Observe(l.ctx, st.subject, fs)
+	l.schedule(st, obs, now)
+}
+
+// schedule arms st's timer for the next threshold (and, while suspicious, the next resync of live state).
+func (l *loop) schedule(st *appState, obs AppObservation, now time.Time) {
+	next := nextDeadline(obs, now, l.w.o.Thresholds)
+	if needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow && !st.liveAt.IsZero() {
+		if r := st.liveAt.Add(l.w.o.Resync); next.IsZero() || r.Before(next) {
+			next = r
+		}
+	}
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.timerGen++
+	if next.IsZero() {
+		st.timer = nil
+		return
+	}
+	key, gen, ctx := st.subject, st.timerGen, l.ctx
+	st.timer = time.AfterFunc(max(next.Sub(now), 0), func() { l.w.send(ctx, input{kind: inTimer, key: key, gen: gen}) })
+}
+
+func (l *loop) stopTimers() {
+	for _, st := range l.apps {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package argocd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// RemedierOptions configure the remedies applied through the Argo CD API. Client is required.
+type RemedierOptions struct {
+	Client Client
+	Log    *slog.Logger
+	// RetryBackoff is the first wait before retrying Sync on "another operation is already in progress"; it doubles
+	// up to 10s, for at most SyncAttempts attempts (defaults 250ms and 10).
+	RetryBackoff time.Duration
+	SyncAttempts int
+	// StopTimeout bounds the wait, on the watch, for a terminated operation to stop (default 5m).
+	StopTimeout time.Duration
+}
+
+// Remedies applies the argocd/* actions. Every method is idempotent, and in dry-run makes no API call at all and
+// returns the steps it would take.
+type Remedies struct{ o RemedierOptions }
+
+// NewRemedies validates o and returns the remedies.
+func NewRemedies(o RemedierOptions) (*Remedies, error) {
+	if o.Client == nil {
+		return nil, errors.New("argocd remedies: no client")
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 250 * time.Millisecond
+	}
+	if o.SyncAttempts <= 0 {
+		o.SyncAttempts = 10
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Minute
+	}
+	return &Remedies{o: o}, nil
+}
+
+// Remediers returns the actions by ID: remove-hook-finalizer, terminate-and-resync, terminate-operation,
+// hard-refresh, and workflows/force-finalizer-removal for Workflows that an Argo CD application manages.
+func (r *Remedies) Remediers() syncmedic.Remediers {
+	return syncmedic.Remediers{
+		syncmedic.ActionRemoveHookFinalizer:   syncmedic.RemedierFunc(r.RemoveHookFinalizer),
+		syncmedic.ActionTerminateAndResync:    syncmedic.RemedierFunc(r.TerminateAndResync),
+		syncmedic.ActionTerminateOperation:    syncmedic.RemedierFunc(r.TerminateOperation),
+		syncmedic.ActionHardRefresh:           syncmedic.RemedierFunc(r.HardRefresh),
+		syncmedic.ActionForceFinalizerRemoval: syncmedic.RemedierFunc(r.ForceFinalizerRemoval),
+	}
+}
+
+// target is the application a finding's remedy acts on.
+type target struct{ name, namespace, project string }
+
+func (t target) String() string {
+	if t.namespace == "" {
+		return t.name
+	}
+	return t.namespace + "/" + t.name
+}
+
+func targetOf(f syncmedic.Finding) (target, error) {
+	p := f.Remedy.Params
+	t := target{name: p[ParamApp], namespace: p[ParamAppNamespace], project: p[ParamProject]}
+	if t.name == "" {
+		t.name, t.namespace, t.project = f.Object.App, f.Object.AppNamespace, f.Object.Project
+	}
+	if t.name == "" {
+		return t, syncmedic.Permanent(fmt.Errorf("finding %s names no Argo CD application: nothing to act through", f.Fingerprint))
+	}
+	return t, nil
+}
+
+func (t target) query() *application.ApplicationQuery {
+	q := &application.ApplicationQuery{Name: strPtr(t.name)}
+	if t.namespace != "" {
+		q.AppNamespace = strPtr(t.namespace)
+	}
+	return q
+}
+
+// resourceOf is the object a patch remedy acts on, from the remedy parameters.
+type resourceOf struct{ group, version, kind, namespace, name string }
+
+func (o resourceOf) String() string {
+	gk := o.kind
+	if o.group != "" {
+		gk = o.kind + "." + o.group
+	}
+	return gk + " " + o.namespace + "/" + o.name
+}
+
+func resourceParams(f syncmedic.Finding) (resourceOf, error) {
+	p := f.Remedy.Params
+	o := resourceOf{group: p[ParamGroup], version: p[ParamVersion], kind: p[ParamKind], namespace: p[ParamNamespace], name: p[ParamName]}
+	if o.kind == "" || o.name == "" || o.version == "" {
+		return o, syncmedic.Permanent(fmt.Errorf("finding %s: remedy parameters lack the resource (kind, version, name)", f.Fingerprint))
+	}
+	return o, nil
+}
+
+func (r *Remedies) patchRequest(t target, o resourceOf, patch, patchType string) *application.ApplicationResourcePatchRequest {
+	req := &application.ApplicationResourcePatchRequest{
+		Name: strPtr(t.name), Namespace: strPtr(o.namespace), ResourceName: strPtr(o.name), Version: strPtr(o.version),
+		Group: strPtr(o.group), Kind: strPtr(o.kind), Patch: strPtr(patch), PatchType: strPtr(patchType),
+	}
+	if t.namespace != "" {
+		req.AppNamespace = strPtr(t.namespace)
+	}
+	if t.project != "" {
+		req.Project = strPtr(t.project)
+	}
+	return req
+}
+
+func (r *Remedies) getResource(ctx context.Context, t target, o resourceOf) (*unstructured.Unstructured, error) {
+	req := &application.ApplicationResourceRequest{
+		Name: strPtr(t.name), Namespace: strPtr(o.namespace), ResourceName: strPtr(o.name), Version: strPtr(o.version),
+		Group: strPtr(o.group), Kind: strPtr(o.kind),
+	}
+	if t.namespace != "" {
+		req.AppNamespace = strPtr(t.namespace)
+	}
+	if t.project != "" {
+		req.Project = strPtr(t.project)
+	}
+	res, err := r.o.Client.GetResource(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(res.GetManifest())); err != nil {
+		return nil, fmt.Errorf("argocd GetResource %s %s: unreadable manifest: %w", t, o, err)
+	}
+	return u, nil
+}
+
+// RemoveHookFinalizer removes exactly argocd.argoproj.io/hook-finalizer from the hook object with PatchResource and
+// a JSON patch that tests the entry before removing it; if the list moved meanwhile it re-reads the object and
+// patches the new index, and if the finalizer (or the object) is already gone it changes nothing. When the finding
+// says so (thenSync), it then terminates the operation that waited on the hook, if still running, and syncs the
+// same revision again.
+func (r *Remedies) RemoveHookFinalizer(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionRemoveHookFinalizer, DryRun: dryRun}
+	t, err := targetOf(f)
+	if err != nil {
+		return out, err
+	}
+	o, err := resourceParams(f)
+	if err != nil {
+		return out, err
+	}
+	p := f.Remedy.Params
+	patch, patchType := p[ParamPatch], p[ParamPatchType]
+	if patch == "" {
+		return out, syncmedic.Permanent(fmt.Errorf("finding %s: remedy has no patch", f.Fingerprint))
+	}
+	if patchType == "" {
+		patchType = JSONPatchType
+	}
+	thenSync := p[ParamThenSync] == "true"
+	if dryRun {
+		out.Steps = append(out.Steps, fmt.Sprintf("PatchResource app=%s %s %s: %s (test, then remove exactly %s)", t, o, patchType, patch, HookFinalizer))
+		if thenSync {
+			out.Steps = append(out.Steps, r.resyncPlan(t, p)...)
+		}
+		return out, nil
+	}
+	step, changed, err := r.removeFinalizer(ctx, t, o, patch, patchType)
+	out.Steps = append(out.Steps, step)
+	out.Changed = changed
+	if err != nil {
+		return out, err
+	}
+	if thenSync {
+		res, err := r.resync(ctx, t, p)
+		out.Steps = append(out.Steps, res.Steps...)
+		out.Changed = out.Changed || res.Changed
+		return out, err
+	}
+	return out, nil
+}
+
+func (r *Remedies) removeFinalizer(ctx context.Context, t target, o resourceOf, patch, patchType string) (step string, changed bool, err error) {
+	_, perr := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType))
+	if perr == nil {
+		r.o.Log.Info("removed hook finalizer", "app", t.String(), "action", syncmedic.ActionRemoveHookFinalizer, "subject", o.String())
+		return fmt.Sprintf("PatchResource app=%s %s: removed %s", t, o, HookFinalizer), true, nil
+	}
+	if syncmedic.IsPermanent(classify(CallPatchResource, t.String(), perr)) && !isNotFound(perr) {
+		return "PatchResource refused", false, classify(CallPatchResource, t.String(), perr)
+	}
+	// The test failed, or the object moved on: look at it before deciding.
+	live, gerr := r.getResource(ctx, t, o)
+	if gerr != nil {
+		if isNotFound(gerr) || isNotFound(perr) {
+			return fmt.Sprintf("%s is gone: nothing to remove", o), false, nil
+		}
+		return "PatchResource failed", false, classify(CallPatchResource, t.String(), perr)
+	}
+	idx := finalizerIndex(live, HookFinalizer)
+	if idx < 0 {
+		return fmt.Sprintf("%s no longer has %s: nothing to remove", o, HookFinalizer), false, nil
+	}
+	again := RemoveFinalizerPatch(idx, HookFinalizer)
+	if again == patch {
+		return "PatchResource failed", false, classify(CallPatchResource, t.String(), perr)
+	}
+	if _, err := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, again, JSONPatchType)); err != nil {
+		return "PatchResource failed", false, classify(CallPatchResource, t.String(), err)
+	}
+	return fmt.Sprintf("PatchResource app=%s %s: removed %s (finalizer list had changed; patched index %d)", t, o, HookFinalizer, idx), true, nil
+}
+
+// TerminateAndResync terminates the application's running operation, waits on the watch for its phase to leave
+// Running/Terminating, then syncs the same revision with the same sync options, retrying "another operation is
+// already in progress" with backoff. If a newer operation has started since the finding, it does nothing.
+func (r *Remedies) TerminateAndResync(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionTerminateAndResync, DryRun: dryRun}
+	t, err := targetOf(f)
+	if err != nil {
+		return out, err
+	}
+	if dryRun {
+		out.Steps = r.resyncPlan(t, f.Remedy.Params)
+		return out, nil
+	}
+	res, err := r.resync(ctx, t, f.Remedy.Params)
+	res.Action, res.DryRun = out.Action, false
+	return res, err
+}
+
+// TerminateOperation only terminates the running operation; an operation that already stopped is left alone.
+func (r *Remedies) TerminateOperation(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionTerminateOperation, DryRun: dryRun}
+	t, err := targetOf(f)
+	if err != nil {
+		return out, err
+	}
+	if dryRun {
+		out.Steps = []string{fmt.Sprintf("TerminateOperation app=%s (if its operation is still Running)", t)}
+		return out, nil
+	}
+	step, changed, err := r.terminate(ctx, t, f.Remedy.Params)
+	out.Steps, out.Changed = []string{step}, changed
+	return out, err
+}
+
+// HardRefresh asks Argo CD for a hard refresh (the argocd.argoproj.io/refresh=hard annotation, set by the server).
+func (r *Remedies) HardRefresh(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionHardRefresh, DryRun: dryRun}
+	t, err := targetOf(f)
+	if err != nil {
+		return out, err
+	}
+	out.Steps = []string{fmt.Sprintf("Get app=%s refresh=hard", t)}
+	if dryRun {
+		return out, nil
+	}
+	q := t.query()
+	q.Refresh = strPtr(string(v1alpha1.RefreshTypeHard))
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := r.o.Client.Get(ctx, q); err != nil {
+		return out, classify(CallGet, t.String(), err)
+	}
+	out.Changed = true
+	return out, nil
+}
+
+// ForceFinalizerRemoval sets spec.artifactGC.forceFinalizerRemoval on an Argo Workflow that an Argo CD application
+// manages, with PatchResource (a merge patch, idempotent by nature).
+func (r *Remedies) ForceFinalizerRemoval(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionForceFinalizerRemoval, DryRun: dryRun}
+	t, err := targetOf(f)
+	if err != nil {
+		return out, err
+	}
+	o, err := resourceParams(f)
+	if err != nil {
+		return out, err
+	}
+	patch, patchType := f.Remedy.Params[ParamPatch], f.Remedy.Params[ParamPatchType]
+	if patch == "" || patchType == "" {
+		return out, syncmedic.Permanent(fmt.Errorf("finding %s: remedy has no patch", f.Fingerprint))
+	}
+	out.Steps = []string{fmt.Sprintf("PatchResource app=%s %s %s: %s", t, o, patchType, patch)}
+	if dryRun {
+		return out, nil
+	}
+	live, err := r.getResource(ctx, t, o)
+	if err != nil {
+		if isNotFound(err) {
+			out.Steps = []string{fmt.Sprintf("%s is gone: nothing to patch", o)}
+			return out, nil
+		}
+		return out, classify(CallGetResource, t.String(), err)
+	}
+	if v, _, _ := unstructured.NestedBool(live.Object, "spec", "artifactGC", "forceFinalizerRemoval"); v {
+		out.Steps = []string{fmt.Sprintf("%s already has spec.artifactGC.forceFinalizerRemoval=true", o)}
+		return out, nil
+	}
+	if _, err := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType)); err != nil {
+		return out, classify(CallPatchResource, t.String(), err)
+	}
+	out.Changed = true
+	return out, nil
+}
+
+func strPtr(s string) *string { return &s }
+
+func boolParam(p map[string]string, k string) bool { b, _ := strconv.ParseBool(p[k]); return b }
+
+func splitParam(p map[string]string, k string) []string {
+	if p[k] == "" {
+		return nil
+	}
+	return strings.Split(p[k], ",")
+}

@@ -1,0 +1,339 @@
+package argocd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// resyncPlan describes, for dry-run, the steps of terminate-and-resync.
+func (r *Remedies) resyncPlan(t target, p map[string]string) []string {
+	req := syncRequestFromParams(t, p)
+	return []string{
+		fmt.Sprintf("TerminateOperation app=%s (only if its operation is still Running)", t),
+		fmt.Sprintf("wait on Watch app=%s until the operation phase leaves Running/Terminating", t),
+		"Sync " + describeSync(req) + ` (retried with backoff while Argo CD answers "another operation is already in progress")`,
+	}
+}
+
+// superseded reports whether the application has moved past the operation the finding was about: a newer operation
+// started, or a new sync was requested (Sync clears the operation state and sets the operation).
+func superseded(app *v1alpha1.Application, startedAt string) bool {
+	st := app.Status.OperationState
+	if st == nil {
+		return app.Operation != nil
+	}
+	return startedAt != "" && st.StartedAt.UTC().Format(time.RFC3339) != startedAt
+}
+
+func stopped(app *v1alpha1.Application) bool {
+	st := app.Status.OperationState
+	return st == nil || (st.Phase != synccommon.OperationRunning && st.Phase != synccommon.OperationTerminating)
+}
+
+// resync terminates (when running), waits for the stop, and syncs again; it is a no-op once superseded.
+func (r *Remedies) resync(ctx context.Context, t target, p map[string]string) (syncmedic.Outcome, error) {
+	var out syncmedic.Outcome
+	startedAt := p[ParamOperationStartedAt]
+	app, err := r.getApp(ctx, t)
+	if err != nil {
+		return out, err
+	}
+	if superseded(app, startedAt) {
+		out.Steps = append(out.Steps, fmt.Sprintf("app=%s has a newer operation than the stuck one: nothing to do", t))
+		return out, nil
+	}
+	req := syncRequest(t, app, p)
+	if !stopped(app) {
+		step, changed, err := r.terminate(ctx, t, p)
+		out.Steps, out.Changed = append(out.Steps, step), changed
+		if err != nil {
+			return out, err
+		}
+		app, err = r.waitStopped(ctx, t)
+		if err != nil {
+			return out, err
+		}
+		out.Steps = append(out.Steps, fmt.Sprintf("operation of app=%s stopped: phase %s", t, phaseOf(app)))
+		if superseded(app, startedAt) {
+			out.Steps = append(out.Steps, fmt.Sprintf("app=%s has a newer operation: not syncing again", t))
+			return out, nil
+		}
+	}
+	step, err := r.sync(ctx, t, req, startedAt)
+	out.Steps = append(out.Steps, step)
+	if err == nil && !strings.HasPrefix(step, "skipped") {
+		out.Changed = true
+	}
+	return out, err
+}
+
+func phaseOf(app *v1alpha1.Application) string {
+	if app.Status.OperationState == nil {
+		return "none"
+	}
+	return string(app.Status.OperationState.Phase)
+}
+
+// lostReplyAttempts bounds the retries of a call whose connection dropped before the reply: before each retry the
+// application is read again, so a call that did land is never made twice.
+const lostReplyAttempts = 5
+
+// getApp reads the application, retrying a dropped connection.
+func (r *Remedies) getApp(ctx context.Context, t target) (*v1alpha1.Application, error) {
+	backoff := r.o.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		app, err := r.o.Client.Get(ctx, t.query())
+		if err == nil {
+			return app, nil
+		}
+		err = classify(CallGet, t.String(), err)
+		if syncmedic.IsPermanent(err) || attempt >= lostReplyAttempts || !sleepCtx(ctx, backoff) {
+			return nil, err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// terminate calls TerminateOperation unless the operation already stopped or is already terminating. When the
+// connection drops before the reply, it reads the application to learn whether the call landed before retrying.
+func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string) (string, bool, error) {
+	backoff := r.o.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		app, err := r.getApp(ctx, t)
+		if err != nil {
+			return "Get failed", false, err
+		}
+		lost := attempt > 1
+		switch {
+		case superseded(app, p[ParamOperationStartedAt]) || stopped(app):
+			if lost {
+				return fmt.Sprintf("TerminateOperation app=%s (reply lost; the operation has stopped: phase %s)", t, phaseOf(app)), true, nil
+			}
+			return fmt.Sprintf("operation of app=%s is not running (phase %s): nothing to terminate", t, phaseOf(app)), false, nil
+		case app.Status.OperationState.Phase == synccommon.OperationTerminating:
+			if lost {
+				return fmt.Sprintf("TerminateOperation app=%s (reply lost; the operation is terminating)", t), true, nil
+			}
+			return fmt.Sprintf("operation of app=%s is already terminating", t), false, nil
+		}
+		req := &application.OperationTerminateRequest{Name: strPtr(t.name)}
+		if t.namespace != "" {
+			req.AppNamespace = strPtr(t.namespace)
+		}
+		if t.project != "" {
+			req.Project = strPtr(t.project)
+		}
+		_, err = r.o.Client.TerminateOperation(ctx, req)
+		if err == nil {
+			r.o.Log.Info("terminated operation", "app", t.String(), "action", syncmedic.ActionTerminateAndResync)
+			return fmt.Sprintf("TerminateOperation app=%s", t), true, nil
+		}
+		if isNoOperation(err) {
+			return fmt.Sprintf("operation of app=%s already finished: nothing to terminate", t), lost, nil
+		}
+		err = classify(CallTerminateOperation, t.String(), err)
+		if syncmedic.IsPermanent(err) || attempt >= lostReplyAttempts {
+			return "TerminateOperation failed", false, err
+		}
+		r.o.Log.Warn("TerminateOperation interrupted, checking whether it landed", "app", t.String(), "error", err)
+		if !sleepCtx(ctx, backoff) {
+			return "TerminateOperation interrupted", false, ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// waitStopped follows the application on the Watch API (not by polling) until its operation leaves
+// Running/Terminating. A dropped stream is re-opened; the server sends the current state first on every open.
+func (r *Remedies) waitStopped(ctx context.Context, t target) (*v1alpha1.Application, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.StopTimeout)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		app, err := r.watchUntil(ctx, t, stopped)
+		if err == nil {
+			return app, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("argocd app=%s: the operation did not stop within %s after TerminateOperation (is the application controller running?): %w", t, r.o.StopTimeout, ctx.Err())
+		}
+		if syncmedic.IsPermanent(err) {
+			return nil, err
+		}
+		r.o.Log.Warn("argocd watch of one application dropped, re-opening", "app", t.String(), "error", err)
+		if !sleepCtx(ctx, backoff) {
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (r *Remedies) watchUntil(ctx context.Context, t target, cond func(*v1alpha1.Application) bool) (*v1alpha1.Application, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	q := t.query()
+	if t.project != "" {
+		q.Projects = []string{t.project}
+	}
+	stream, err := r.o.Client.Watch(wctx, q)
+	if err != nil {
+		return nil, classify(CallWatch, t.String(), err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return nil, classify(CallWatch, t.String(), err)
+		}
+		if ev.Application.Name == t.name && cond(&ev.Application) {
+			app := ev.Application
+			return &app, nil
+		}
+	}
+}
+
+// sync requests the new operation, retrying "another operation is already in progress" with backoff. Before each
+// retry it reads the application: if a newer operation is there (someone else's, or ours whose reply was lost on a
+// dropped connection), it does not sync again.
+func (r *Remedies) sync(ctx context.Context, t target, req *application.ApplicationSyncRequest, startedAt string) (string, error) {
+	backoff := r.o.RetryBackoff
+	var last error
+	for attempt := 1; attempt <= r.o.SyncAttempts; attempt++ {
+		_, err := r.o.Client.Sync(ctx, req)
+		if err == nil {
+			r.o.Log.Info("requested sync", "app", t.String(), "action", syncmedic.ActionTerminateAndResync, "attempt", attempt)
+			return "Sync " + describeSync(req), nil
+		}
+		lost := !isAnotherOperation(err)
+		if lost {
+			if err = classify(CallSync, t.String(), err); syncmedic.IsPermanent(err) {
+				return "Sync failed", err
+			}
+		}
+		last = err
+		if !sleepCtx(ctx, backoff) {
+			return "Sync interrupted", ctx.Err()
+		}
+		backoff = min(2*backoff, 10*time.Second)
+		app, gerr := r.getApp(ctx, t)
+		if gerr != nil {
+			return "Get failed", gerr
+		}
+		if superseded(app, startedAt) {
+			if lost {
+				return "Sync " + describeSync(req) + " (reply lost; the new operation is there)", nil
+			}
+			return fmt.Sprintf("skipped Sync: app=%s has a newer operation already", t), nil
+		}
+	}
+	return "Sync failed", fmt.Errorf("argocd Sync %s: no success after %d attempts: %w", t, r.o.SyncAttempts, last)
+}
+
+// syncRequest repeats the stuck operation: its SyncOperation (revision(s), prune, options, strategy, resources) and
+// retry strategy as the application reports them, else the finding's parameters.
+func syncRequest(t target, app *v1alpha1.Application, p map[string]string) *application.ApplicationSyncRequest {
+	st := app.Status.OperationState
+	if st == nil || st.Operation.Sync == nil {
+		return syncRequestFromParams(t, p)
+	}
+	so := st.Operation.Sync
+	req := baseSyncRequest(t)
+	automated := app.Spec.SyncPolicy != nil && app.Spec.SyncPolicy.Automated != nil
+	switch {
+	case len(so.Revisions) > 0:
+		req.Revisions = so.Revisions
+		for i := range so.Revisions {
+			req.SourcePositions = append(req.SourcePositions, int64(i+1))
+		}
+	case automated:
+		// Argo CD refuses an explicit revision other than targetRevision for auto-synced apps; the operation
+		// synced targetRevision, so name none.
+	case so.Revision != "":
+		req.Revision = strPtr(so.Revision)
+	case st.SyncResult != nil && st.SyncResult.Revision != "":
+		req.Revision = strPtr(st.SyncResult.Revision)
+	}
+	prune := so.Prune
+	req.Prune = &prune
+	req.SyncOptions = &application.SyncOptions{Items: so.SyncOptions}
+	req.Strategy = so.SyncStrategy
+	for i := range so.Resources {
+		req.Resources = append(req.Resources, &so.Resources[i])
+	}
+	if st.Operation.Retry.Limit != 0 || st.Operation.Retry.Backoff != nil {
+		retry := st.Operation.Retry
+		req.RetryStrategy = &retry
+	}
+	return req
+}
+
+func syncRequestFromParams(t target, p map[string]string) *application.ApplicationSyncRequest {
+	req := baseSyncRequest(t)
+	if rev := p[ParamRevision]; rev != "" {
+		req.Revision = strPtr(rev)
+	}
+	if revs := splitParam(p, ParamRevisions); len(revs) > 0 {
+		req.Revisions = revs
+		for i := range revs {
+			req.SourcePositions = append(req.SourcePositions, int64(i+1))
+		}
+	}
+	prune := boolParam(p, ParamPrune)
+	req.Prune = &prune
+	req.SyncOptions = &application.SyncOptions{Items: splitParam(p, ParamSyncOptions)}
+	return req
+}
+
+func baseSyncRequest(t target) *application.ApplicationSyncRequest {
+	req := &application.ApplicationSyncRequest{Name: strPtr(t.name)}
+	if t.namespace != "" {
+		req.AppNamespace = strPtr(t.namespace)
+	}
+	if t.project != "" {
+		req.Project = strPtr(t.project)
+	}
+	return req
+}
+
+func describeSync(req *application.ApplicationSyncRequest) string {
+	s := "app=" + req.GetName()
+	if ns := req.GetAppNamespace(); ns != "" {
+		s = "app=" + ns + "/" + req.GetName()
+	}
+	switch {
+	case req.GetRevision() != "":
+		s += " revision=" + req.GetRevision()
+	case len(req.Revisions) > 0:
+		s += " revisions=" + strings.Join(req.Revisions, ",")
+	default:
+		s += " revision=(targetRevision)"
+	}
+	if req.GetPrune() {
+		s += " prune=true"
+	}
+	if req.SyncOptions != nil && len(req.SyncOptions.Items) > 0 {
+		s += " syncOptions=" + strings.Join(req.SyncOptions.Items, ",")
+	}
+	if len(req.Resources) > 0 {
+		s += fmt.Sprintf(" resources=%d", len(req.Resources))
+	}
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

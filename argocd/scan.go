@@ -1,0 +1,64 @@
+package argocd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// ScanOptions configure a one-shot Scan; Client is required.
+type ScanOptions struct {
+	Client       Client
+	Instance     string
+	Projects     []string
+	Selector     string
+	AppNamespace string
+	UIURL        string
+	Thresholds   Thresholds
+}
+
+// Scan lists the applications once and evaluates each at now, reading live hooks only for suspicious applications
+// (the same choice the Watcher makes). Problems are applications whose live state could not be read; they are
+// still judged on what the application says.
+func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
+	if o.Client == nil {
+		return nil, nil, errors.New("argocd scan: no client")
+	}
+	if o.Thresholds == (Thresholds{}) {
+		o.Thresholds = DefaultThresholds()
+	}
+	version := ""
+	if v, err := o.Client.Version(ctx, &emptypb.Empty{}); err == nil {
+		version = v.GetVersion()
+	}
+	w := &Watcher{o: WatcherOptions{Projects: o.Projects, Selector: o.Selector, AppNamespace: o.AppNamespace}}
+	list, err := o.Client.List(ctx, w.query())
+	if err != nil {
+		return nil, nil, classify(CallList, "(all applications)", err)
+	}
+	for i := range list.Items {
+		app := &list.Items[i]
+		if o.AppNamespace != "" && app.Namespace != o.AppNamespace {
+			continue
+		}
+		obs := AppObservation{Instance: o.Instance, App: app, ServerVersion: version, UIURL: o.UIURL}
+		if needsLive(app, false, now, o.Thresholds) != liveNone {
+			hooks, err := fetchHooks(ctx, o.Client, app)
+			if err != nil {
+				if syncmedic.IsPermanent(err) && isPermission(err) {
+					return nil, nil, err
+				}
+				problems = append(problems, fmt.Sprintf("argocd app %s: live hooks unreadable, hook rules skipped: %v", appKey(app), err))
+			} else {
+				obs.Hooks, obs.HooksKnown = hooks, true
+			}
+		}
+		findings = append(findings, Evaluate(obs, now, o.Thresholds)...)
+	}
+	return findings, problems, nil
+}

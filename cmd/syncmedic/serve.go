@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/leader"
+	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/snapshot"
+)
+
+func init() { subcommands = append(subcommands, newServeCommand) }
+
+// serveOptions are the flags of `syncmedic serve` that serve.go owns; components add their own.
+type serveOptions struct {
+	listen          string
+	kubeconfig      string
+	policyFile      string
+	policyConfigMap string
+	policyReload    time.Duration
+	stateConfigMap  string
+	stateFile       string
+	leaderElect     bool
+	leaderNamespace string
+	leaderID        string
+	identity        string
+	notify          notifyOptions
+	logFormat       string
+	logLevel        string
+	thresholds      snapshot.Thresholds
+	shutdownGrace   time.Duration
+}
+
+func newServeCommand() *cobra.Command {
+	o := &serveOptions{thresholds: snapshot.DefaultThresholds()}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Watch Argo CD and Flux, track incidents, notify and (where the policy allows) fix them",
+		Example: `  # in a cluster, with Slack and a policy ConfigMap
+  syncmedic serve --policy-configmap syncmedic/syncmedic-policy --state-configmap syncmedic/syncmedic-state \
+    --slack-token-file /var/run/secrets/slack/token --slack-channel '#gitops-incidents'
+  # outside a cluster: only the Flux event receiver
+  syncmedic serve --listen :9292 --log-format text`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", ":9292", "address serving /healthz, /readyz, /metrics and the receivers")
+	f.StringVar(&o.policyFile, "policy-file", "", "remediation policy YAML file (default: notify every rule, act on none)")
+	f.StringVar(&o.policyConfigMap, "policy-configmap", "", "remediation policy ConfigMap as namespace/name (key "+syncmedic.PolicyConfigMapKey+")")
+	f.DurationVar(&o.policyReload, "policy-reload-interval", 15*time.Second, "how often the policy file or ConfigMap is re-read (an invalid policy is logged and the last good one kept)")
+	f.StringVar(&o.stateConfigMap, "state-configmap", "", "ConfigMap (namespace/name) where open incidents and Slack threads are persisted")
+	f.StringVar(&o.stateFile, "state-file", "", "file where incidents are persisted when not using --state-configmap")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader with a Lease: every replica evaluates, only the leader remediates and notifies")
+	f.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the Pod's namespace)")
+	f.StringVar(&o.leaderID, "leader-election-id", "syncmedic", "name of the leader election Lease")
+	f.StringVar(&o.identity, "identity", "", "this replica's name in the Lease and the audit log (default: $POD_NAME, else the host name)")
+	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long to wait for in-flight requests on shutdown")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster service account when running in a Pod)")
+	addNotifyFlags(cmd, &o.notify)
+	addThresholdFlags(cmd, &o.thresholds)
+	for _, c := range serveComponents {
+		if c.flags != nil {
+			c.flags(f)
+		}
+	}
+	documentEnv(cmd)
+	return cmd
+}
+
+// newLogger builds the slog logger from --log-format and --log-level, and routes client-go's klog into it.
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or text", format)
+	}
+	routeKlog(h)
+	return slog.New(h).With("app", "syncmedic"), nil
+}
+
+// kubeConfig returns the cluster's REST config: --kubeconfig, else in-cluster, else nil (no cluster).
+func kubeConfig(o *serveOptions, log *slog.Logger) (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		log.Info("no cluster: neither --kubeconfig nor an in-cluster service account; cluster checks, Kubernetes Events, leader election and the ConfigMap state are off")
+		return nil, nil
+	}
+	return cfg, nil
+}
+
+func runServe(ctx context.Context, cmd *cobra.Command, o *serveOptions) error {
+	log, err := newLogger(o.logFormat, o.logLevel, cmd.ErrOrStderr())
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	cfg, err := kubeConfig(o, log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	var kube kubernetes.Interface
+	if cfg != nil {
+		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	policy, err := newPolicyHolder(ctx, o, kube, log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	applyPolicyThresholds(&o.thresholds, policy.Get())
+	d, err := newDaemon(ctx, o, cfg, kube, policy, log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err := d.run(ctx); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
+// daemon is a configured `syncmedic serve`, ready to run.
+type daemon struct {
+	o          *serveOptions
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	policy     *policyHolder
+	elector    *leader.Elector
+	dispatcher *notify.Dispatcher
+	tracker    *syncmedic.Tracker
+	stage      *syncmedic.RemediationStage
+	parts      []serveParts
+	names      []string
+}
+
+func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, policy *policyHolder, log *slog.Logger) (*daemon, error) {
+	d := &daemon{o: o, log: log, reg: prometheus.NewRegistry(), policy: policy}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	identity := replicaIdentity(o.identity)
+	leading := func() bool { return true }
+	if o.leaderElect {
+		if kube == nil {
+			return nil, errors.New("--leader-elect needs a cluster: give --kubeconfig or run in a Pod")
+		}
+		ns := o.leaderNamespace
+		if ns == "" {
+			ns = podNamespace()
+		}
+		el, err := leader.New(leader.Options{Client: kube, Namespace: ns, Name: o.leaderID, Identity: identity, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		d.elector, leading = el, el.IsLeader
+	}
+	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}}
+	remediers := syncmedic.Remediers{}
+	for _, c := range serveComponents {
+		p, err := c.start(ctx, deps)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		for a, r := range p.Remediers {
+			remediers[a] = r
+		}
+		d.parts, d.names = append(d.parts, p), append(d.names, c.name)
+	}
+	store, err := stateStore(o, kube, log)
+	if err != nil {
+		return nil, err
+	}
+	metrics := syncmedic.NewMetrics(d.reg)
+	d.dispatcher = notify.NewDispatcher(notify.DispatcherOptions{Log: log, Registerer: d.reg})
+	d.stage = syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: metrics, Workers: 4})
+	d.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: policy.Get, Publisher: d.dispatcher,
+		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics})
+	if err != nil {
+		return nil, fmt.Errorf("load incidents: %w", err)
+	}
+	dests, err := o.notify.destinations(d.tracker, kube, identity)
+	if err != nil {
+		return nil, err
+	}
+	for _, dest := range dests {
+		d.dispatcher.Add(dest)
+	}
+	log.Info("notifiers", "destinations", destNames(dests))
+	return d, nil
+}
+
+func (d *daemon) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	goRun := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
+	for i, p := range d.parts {
+		for _, s := range p.Sources {
+			goRun(d.names[i], func(ctx context.Context) error { return s.Run(ctx, d.tracker) })
+		}
+		d.log.Info("component started", "component", d.names[i], "sources", len(p.Sources), "handlers", sortedKeys(p.Handlers))
+	}
+	goRun("notify", func(ctx context.Context) error { d.dispatcher.Run(ctx); return nil })
+	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); return nil })
+	goRun("policy", d.policy.reload)
+	if d.elector != nil {
+		goRun("leader election", d.elector.Run)
+	}
+	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: 10 * time.Second}
+	goRun("http", func(ctx context.Context) error { return serveHTTP(ctx, srv, d.o.shutdownGrace) })
+	d.log.Info("serving", "listen", d.o.listen, "components", strings.Join(d.names, ","), "leaderElection", d.elector != nil)
+	<-ctx.Done()
+	cancel(nil)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (d *daemon) mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		for i, p := range d.parts {
+			if p.Ready == nil {
+				continue
+			}
+			if err := p.Ready(); err != nil {
+				http.Error(w, d.names[i]+": "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	for _, p := range d.parts {
+		for path, h := range p.Handlers {
+			mux.Handle(path, h)
+		}
+	}
+	return mux
+}
+
+func serveHTTP(ctx context.Context, srv *http.Server, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func replicaIdentity(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := os.Getenv("POD_NAME"); p != "" {
+		return p
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "syncmedic"
+	}
+	return h
+}
+
+// podNamespace is the namespace of the service account's Pod, or "default" outside a Pod.
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
+}

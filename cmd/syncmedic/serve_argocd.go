@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
+)
+
+// argoCDServeOptions are the Argo CD component's flags.
+type argoCDServeOptions struct {
+	argoCDFlags
+	instance string
+	resync   time.Duration
+	// fs is serve's flag set: the shared --argocd-* flags may already be defined there (by addLiveFlags), so they
+	// are read back from it by name when the component starts.
+	fs *pflag.FlagSet
+}
+
+// read fills the Argo CD flags from the flag set, whoever defined them.
+func (o *argoCDServeOptions) read() error {
+	var err error
+	str := func(name string, dst *string) {
+		if err == nil {
+			*dst, err = o.fs.GetString(name)
+		}
+	}
+	flag := func(name string, dst *bool) {
+		if err == nil {
+			*dst, err = o.fs.GetBool(name)
+		}
+	}
+	str("argocd-server", &o.server)
+	str("argocd-token-file", &o.tokenFile)
+	flag("argocd-plaintext", &o.plaintext)
+	flag("argocd-insecure", &o.insecure)
+	flag("argocd-grpc-web", &o.grpcWeb)
+	str("argocd-selector", &o.selector)
+	str("argocd-app-namespace", &o.appNamespace)
+	str("argocd-url", &o.uiURL)
+	if err == nil {
+		o.projects, err = o.fs.GetStringSlice("argocd-project")
+	}
+	return err
+}
+
+func init() {
+	o := &argoCDServeOptions{}
+	registerServeComponent(serveComponent{
+		name: "argocd",
+		flags: func(fs *pflag.FlagSet) {
+			o.fs = fs
+			if fs.Lookup("argocd-server") == nil {
+				addArgoCDFlags(fs, &o.argoCDFlags)
+			}
+			fs.StringVar(&o.instance, "argocd-instance", "", "name of this Argo CD in findings and subjects, when syncmedic watches more than one")
+			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
+		},
+		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startArgoCD(ctx, d, o) },
+	})
+}
+
+func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (serveParts, error) {
+	if o.fs != nil {
+		if err := o.read(); err != nil {
+			return serveParts{}, err
+		}
+	}
+	if !o.enabled() {
+		return serveParts{}, nil
+	}
+	log := d.Log.With("component", "argocd")
+	c, err := argocd.Dial(o.clientOptions())
+	if err != nil {
+		return serveParts{}, err
+	}
+	w, err := argocd.NewWatcher(argocd.WatcherOptions{
+		Client: c, Instance: o.instance, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace,
+		UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Resync: o.resync, Log: log,
+	})
+	if err != nil {
+		return serveParts{}, err
+	}
+	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: log})
+	if err != nil {
+		return serveParts{}, err
+	}
+	if d.Triggers != nil {
+		d.Triggers.Handle(argocd.SubjectPrefix(o.instance), w.Trigger)
+	}
+	if d.Metrics != nil {
+		registerWatcherMetrics(d.Metrics, w, o.instance)
+	}
+	src := syncmedic.SourceFunc(func(ctx context.Context, sink syncmedic.Sink) error {
+		defer c.Close()
+		return w.Run(ctx, sink)
+	})
+	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: w.Ready}, nil
+}
+
+// registerWatcherMetrics exposes the watcher's counters: events, live-state API calls (zero for healthy apps),
+// reconnects and applications held.
+func registerWatcherMetrics(reg prometheus.Registerer, w *argocd.Watcher, instance string) {
+	labels := prometheus.Labels{"instance": instance}
+	counter := func(name, help string, v func(argocd.WatcherStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(v(w.Stats())) })
+	}
+	for _, c := range []prometheus.Collector{
+		counter("syncmedic_argocd_watch_events_total", "Argo CD application watch events received.", func(s argocd.WatcherStats) int64 { return s.Events }),
+		counter("syncmedic_argocd_live_calls_total", "Argo CD API calls made to read live hook state of suspicious applications.", func(s argocd.WatcherStats) int64 { return s.Calls }),
+		counter("syncmedic_argocd_watch_reconnects_total", "Argo CD watch streams re-opened after a drop.", func(s argocd.WatcherStats) int64 { return s.Reconnects }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "syncmedic_argocd_applications", Help: "Argo CD applications watched.", ConstLabels: labels},
+			func() float64 { return float64(w.Stats().Apps) }),
+	} {
+		_ = reg.Register(c)
+	}
+}

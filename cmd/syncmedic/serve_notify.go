@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/notify/kubeevents"
+	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
+	"github.com/syncmedic/syncmedic/notify/webhook"
+)
+
+// notifyOptions are serve's notifier flags. Secrets come from files only.
+type notifyOptions struct {
+	slackTokenFile      string
+	slackChannel        string
+	slackWebhookURLFile string
+	webhookURL          string
+	webhookSecretFile   string
+	kubeEvents          bool
+}
+
+func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
+	f := cmd.Flags()
+	f.StringVar(&o.slackTokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-…): one thread per incident, updated in place")
+	f.StringVar(&o.slackChannel, "slack-channel", "", "Slack channel for the bot token mode")
+	f.StringVar(&o.slackWebhookURLFile, "slack-webhook-url-file", "", "file holding a Slack incoming-webhook URL: one message per transition (instead of a bot token)")
+	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
+	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")
+	f.BoolVar(&o.kubeEvents, "kube-events", true, "record Kubernetes Events on affected objects (needs a cluster)")
+}
+
+// destinations builds the configured notifiers; notes is where Slack keeps its threads (the tracker).
+func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
+	var out []notify.Destination
+	switch {
+	case o.slackTokenFile != "" && o.slackWebhookURLFile != "":
+		return nil, errors.New("give --slack-token-file or --slack-webhook-url-file, not both")
+	case o.slackTokenFile != "":
+		token, err := readSecret("--slack-token-file", o.slackTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		if o.slackChannel == "" {
+			return nil, errors.New("--slack-token-file needs --slack-channel")
+		}
+		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, notify.Destination{Name: "slack", Notifier: n})
+	case o.slackWebhookURLFile != "":
+		u, err := readSecret("--slack-webhook-url-file", o.slackWebhookURLFile)
+		if err != nil {
+			return nil, err
+		}
+		n, err := slacknotify.NewWebhook(slacknotify.WebhookOptions{URL: u})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, notify.Destination{Name: "slack-webhook", Notifier: n})
+	}
+	if o.webhookURL != "" {
+		var secret []byte
+		if o.webhookSecretFile != "" {
+			s, err := readSecret("--webhook-secret-file", o.webhookSecretFile)
+			if err != nil {
+				return nil, err
+			}
+			secret = []byte(s)
+		}
+		n, err := webhook.New(webhook.Options{URL: o.webhookURL, Secret: secret})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, notify.Destination{Name: "webhook", Notifier: n})
+	}
+	if o.kubeEvents && kube != nil {
+		out = append(out, notify.Destination{Name: "kubernetes-events", Notifier: kubeevents.New(kubeevents.Options{Client: kube, Host: identity})})
+	}
+	return out, nil
+}
+
+// readSecret reads a secret file, trimmed; the error names the flag and the file, never the content.
+func readSecret(flag, file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s: %s is empty", flag, file)
+	}
+	return s, nil
+}
+
+func destNames(ds []notify.Destination) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	return out
+}

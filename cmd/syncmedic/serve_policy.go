@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/snapshot"
+)
+
+// policyHolder keeps the current policy and re-reads its source every interval; an invalid new policy is logged
+// and the last good one stays in force.
+type policyHolder struct {
+	cur      atomic.Pointer[syncmedic.Policy]
+	load     func(ctx context.Context) (*syncmedic.Policy, error) // nil: the default policy, never reloaded
+	interval time.Duration
+	source   string
+	log      *slog.Logger
+}
+
+func newPolicyHolder(ctx context.Context, o *serveOptions, kube kubernetes.Interface, log *slog.Logger) (*policyHolder, error) {
+	h := &policyHolder{interval: o.policyReload, source: "default (notify every rule, act on none)", log: log}
+	switch {
+	case o.policyFile != "" && o.policyConfigMap != "":
+		return nil, errors.New("give --policy-file or --policy-configmap, not both")
+	case o.policyFile != "":
+		file := o.policyFile
+		h.source = "file " + file
+		h.load = func(context.Context) (*syncmedic.Policy, error) { return syncmedic.LoadPolicyFile(file) }
+	case o.policyConfigMap != "":
+		ns, name, err := splitRef("--policy-configmap", o.policyConfigMap)
+		if err != nil {
+			return nil, err
+		}
+		if kube == nil {
+			return nil, errors.New("--policy-configmap needs a cluster: give --kubeconfig or run in a Pod")
+		}
+		h.source = "ConfigMap " + o.policyConfigMap
+		h.load = func(ctx context.Context) (*syncmedic.Policy, error) {
+			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("policy ConfigMap %s/%s: %w", ns, name, err)
+			}
+			p, err := syncmedic.LoadPolicy([]byte(cm.Data[syncmedic.PolicyConfigMapKey]))
+			if err != nil {
+				return nil, fmt.Errorf("policy ConfigMap %s/%s key %s: %w", ns, name, syncmedic.PolicyConfigMapKey, err)
+			}
+			return p, nil
+		}
+	}
+	p := syncmedic.DefaultPolicy()
+	if h.load != nil {
+		var err error
+		if p, err = h.load(ctx); err != nil {
+			return nil, err
+		}
+	}
+	h.cur.Store(p)
+	log.Info("policy loaded", "source", h.source, "killSwitch", p.KillSwitch, "resolveAfter", p.ResolveAfter)
+	return h, nil
+}
+
+// Get returns the policy in force.
+func (h *policyHolder) Get() *syncmedic.Policy { return h.cur.Load() }
+
+// reload re-reads the policy until ctx ends.
+func (h *policyHolder) reload(ctx context.Context) error {
+	if h.load == nil || h.interval <= 0 {
+		return nil
+	}
+	t := time.NewTicker(h.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		p, err := h.load(ctx)
+		if err != nil {
+			h.log.Error("policy not reloaded; the previous policy stays in force", "source", h.source, "err", err)
+			continue
+		}
+		old := h.cur.Swap(p)
+		if old.KillSwitch != p.KillSwitch {
+			h.log.Warn("kill switch changed", "killSwitch", p.KillSwitch, "source", h.source)
+		}
+	}
+}
+
+// applyPolicyThresholds lets the policy override the age thresholds given by flags.
+func applyPolicyThresholds(th *snapshot.Thresholds, p *syncmedic.Policy) {
+	for id, field := range map[syncmedic.RuleID]*time.Duration{
+		syncmedic.RuleHookFinalizerStuck:       &th.ArgoCD.HookFinalizer,
+		syncmedic.RuleHookCompletionMissed:     &th.ArgoCD.HookCompletion,
+		syncmedic.RuleOperationStuck:           &th.ArgoCD.OperationStuck,
+		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
+		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,
+		syncmedic.RuleArtifactGCFinalizerStuck: &th.Kube.ArtifactGC,
+		syncmedic.RuleHelmReleaseStaleStatus:   &th.Flux.StaleStatus,
+		syncmedic.RuleDependencyNotReadyFalse:  &th.Flux.DependencyNotReady,
+	} {
+		if d, ok := p.Threshold(id); ok {
+			*field = d
+		}
+	}
+}
+
+// stateStore picks where incidents persist: --state-configmap, --state-file, else memory (with a warning).
+func stateStore(o *serveOptions, kube kubernetes.Interface, log *slog.Logger) (syncmedic.Store, error) {
+	switch {
+	case o.stateConfigMap != "" && o.stateFile != "":
+		return nil, errors.New("give --state-configmap or --state-file, not both")
+	case o.stateConfigMap != "":
+		ns, name, err := splitRef("--state-configmap", o.stateConfigMap)
+		if err != nil {
+			return nil, err
+		}
+		if kube == nil {
+			return nil, errors.New("--state-configmap needs a cluster: give --kubeconfig or run in a Pod")
+		}
+		return &syncmedic.ConfigMapStore{Client: kube, Namespace: ns, Name: name}, nil
+	case o.stateFile != "":
+		return &syncmedic.FileStore{Path: o.stateFile}, nil
+	}
+	log.Warn("incidents are kept in memory only: a restart announces open incidents again; set --state-configmap or --state-file")
+	return &syncmedic.MemoryStore{}, nil
+}
+
+func splitRef(flag, v string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%s %q: want namespace/name", flag, v)
+	}
+	return ns, name, nil
+}
+
+// routeKlog sends client-go's klog output (leader election, reflectors) to the slog handler.
+func routeKlog(h slog.Handler) {
+	klog.SetLogger(logr.FromSlogHandler(h))
+}

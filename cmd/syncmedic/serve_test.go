@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lockedBuffer collects a running command's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestServeWithoutAClusterRunsOnlyTheReceiver(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	addr := freeAddr(t)
+	t.Setenv("SYNCMEDIC_LISTEN", addr)
+	const token = "xoxb-999-888-neverprintme"
+	tokenFile := writeFile(t, "token", token+"\n")
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--log-format", "text", "--state-file", stateFile,
+			"--slack-token-file", tokenFile, "--slack-channel", "#incidents"}, &out, &errb)
+	}()
+	base := "http://" + addr
+	require.Eventually(t, func() bool { code, _ := get(base + "/healthz"); return code == http.StatusOK }, 10*time.Second, 20*time.Millisecond, errb.String())
+
+	code, _ := get(base + "/readyz")
+	require.Equal(t, http.StatusOK, code)
+	code, metrics := get(base + "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, "syncmedic_incidents_open 0")
+	require.Contains(t, metrics, `syncmedic_findings{rule="argocd/hook-finalizer-stuck"} 0`)
+	require.Contains(t, errb.String(), "no cluster: neither --kubeconfig nor an in-cluster service account")
+	require.Contains(t, errb.String(), "destinations=[slack]")
+	require.Contains(t, errb.String(), "app=syncmedic")
+
+	cancel()
+	select {
+	case c := <-done:
+		require.Equal(t, exitOK, c, errb.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after its context was cancelled")
+	}
+	require.NotContains(t, errb.String(), token)
+	require.NotContains(t, out.String(), token)
+}
+
+func TestServeRejectsBadConfiguration(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	badPolicy := writeFile(t, "policy.yaml", "rules:\n  argocd/operation-stuck:\n    mode: always\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown log format", []string{"--log-format", "xml"}, "--log-format \"xml\": want json or text"},
+		{"an invalid policy names the field", []string{"--policy-file", badPolicy}, "rules.argocd/operation-stuck.mode"},
+		{"a ConfigMap state needs a cluster", []string{"--state-configmap", "syncmedic/state"}, "--state-configmap needs a cluster"},
+		{"leader election needs a cluster", []string{"--leader-elect"}, "--leader-elect needs a cluster"},
+		{"a bot token needs a channel", []string{"--slack-token-file", writeFile(t, "t", "xoxb-1")}, "--slack-token-file needs --slack-channel"},
+		{"a malformed ConfigMap reference", []string{"--policy-configmap", "just-a-name"}, "want namespace/name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"serve", "--listen", freeAddr(t)}, tc.args...)
+			code := run(context.Background(), args, &out, &errb)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errb.String(), tc.want)
+		})
+	}
+}
+
+func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
+	file := writeFile(t, "policy.yaml", "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n")
+	var logs lockedBuffer
+	log, err := newLogger("json", "info", &logs)
+	require.NoError(t, err)
+	h, err := newPolicyHolder(context.Background(), &serveOptions{policyFile: file, policyReload: 10 * time.Millisecond}, nil, log)
+	require.NoError(t, err)
+	require.False(t, h.Get().KillSwitch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.reload(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	require.NoError(t, os.WriteFile(file, []byte("killSwitch: true\n"), 0o600))
+	require.Eventually(t, func() bool { return h.Get().KillSwitch }, 5*time.Second, 10*time.Millisecond, "the kill switch takes effect without a restart")
+
+	require.NoError(t, os.WriteFile(file, []byte("killSwitch: maybe\n"), 0o600))
+	require.Eventually(t, func() bool {
+		return bytes.Contains([]byte(logs.String()), []byte("the previous policy stays in force"))
+	}, 5*time.Second, 10*time.Millisecond)
+	require.True(t, h.Get().KillSwitch)
+}
