@@ -26,7 +26,9 @@ type scanOptions struct {
 // findingSource is one place findings come from (a snapshot, a live Argo CD, a live cluster).
 type findingSource struct {
 	name string
-	scan func(ctx context.Context, now time.Time) (findings []syncmedic.Finding, problems []string, err error)
+	// input marks a source whose errors are the user's input (exit 2); other sources' errors are failures (exit 3).
+	input bool
+	scan  func(ctx context.Context, now time.Time) (findings []syncmedic.Finding, problems []string, err error)
 }
 
 func newScanCommand() *cobra.Command {
@@ -105,7 +107,11 @@ func runScan(cmd *cobra.Command, o *scanOptions) error {
 	for _, s := range sources {
 		fs, problems, err := s.scan(cmd.Context(), now)
 		if err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", s.name, err)}
+			code := exitFailed // a live source that cannot be reached or refuses us
+			if s.input {
+				code = exitUsage // an unreadable snapshot is an input error
+			}
+			return &exitError{code: code, err: fmt.Errorf("%s: %w", s.name, err)}
 		}
 		report.Findings = append(report.Findings, fs...)
 		report.Problems = append(report.Problems, problems...)
@@ -134,7 +140,7 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 	var out []findingSource
 	for _, p := range o.snapshots {
 		path := p
-		out = append(out, findingSource{name: "snapshot " + path, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+		out = append(out, findingSource{name: "snapshot " + path, input: true, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
 			s, err := snapshot.ReadPaths(path)
 			if err != nil {
 				return nil, nil, err

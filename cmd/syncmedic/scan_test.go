@@ -107,3 +107,9 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "syncmedic "+syncmedic.Version)
 }
+
+func TestScanLiveConnectionFailureIsExit3(t *testing.T) {
+	code, _, errOut := runCLI(t, "scan", "--argocd-server", "127.0.0.1:1", "--argocd-plaintext")
+	require.Equal(t, exitFailed, code, "an unreachable Argo CD is a failure, not a usage error")
+	require.Contains(t, errOut, "127.0.0.1:1")
+}
