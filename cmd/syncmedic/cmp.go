@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncmedic/syncmedic/argocd/cmp"
+)
+
+func init() { subcommands = append(subcommands, newCMPCommand) }
+
+func newCMPCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cmp",
+		Short: "Argo CD Config Management Plugin: render an app and lint it for stuck-sync hazards",
+		Long: "The commands an Argo CD CMP v2 sidecar runs (see manifests/argocd-cmp). `generate` renders the app\n" +
+			"directory it runs in (plain YAML/JSON, kustomize or a Helm chart), prints the manifests unchanged unless an\n" +
+			"opt-in fix applies, and reports hook and webhook hazards on stderr. Parameters come from Argo CD:\n" +
+			"ARGOCD_APP_NAME, ARGOCD_APP_NAMESPACE, ARGOCD_APP_PARAMETERS and PARAM_STRICT, PARAM_FIX, PARAM_ANNOTATE,\n" +
+			"PARAM_VALUES, PARAM_VALUES_FILES, PARAM_RELEASE_NAME, PARAM_RECURSE.",
+	}
+	c.AddCommand(newCMPGenerateCommand(), newCMPLintCommand())
+	return c
+}
+
+func newCMPGenerateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "generate",
+		Short: "Render the app in the current directory, lint it, and print the manifests (the CMP generate command)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := cmp.ParseParams(os.Environ())
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			_, err = cmp.Generate(cmd.Context(), ".", p, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return cmpExit(err)
+		},
+	}
+}
+
+// cmpExit maps a cmp error to an exit code: 1 for hazards left in strict mode, 3 for a render that failed.
+func cmpExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	var strict *cmp.StrictError
+	if errors.As(err, &strict) {
+		return &exitError{code: exitStuck, err: err}
+	}
+	return &exitError{code: exitFailed, err: err}
+}
+
+// cmpLintOptions are the flags of `syncmedic cmp lint`.
+type cmpLintOptions struct {
+	appName, namespace, values, releaseName string
+	valuesFiles, fixes, set                 []string
+	recurse                                 bool
+}
+
+func newCMPLintCommand() *cobra.Command {
+	o := &cmpLintOptions{}
+	cmd := &cobra.Command{
+		Use:   "lint DIR",
+		Short: "Render an app directory the way the plugin does and list its hazards; exit 1 if any is left",
+		Example: `  syncmedic cmp lint ./deploy/my-app
+  syncmedic cmp lint charts/kyverno --app-name kyverno --namespace kyverno --values-file values-prod.yaml`,
+		Args: cobra.ExactArgs(1),
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runCMPLint(cmd, args[0], o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.appName, "app-name", "", "app name, the Helm release name (default: the directory's name)")
+	f.StringVar(&o.namespace, "namespace", "default", "the app's destination namespace")
+	f.StringVar(&o.values, "values", "", "Helm: inline values YAML")
+	f.StringArrayVar(&o.valuesFiles, "values-file", nil, "Helm: values file relative to DIR (repeatable)")
+	f.StringArrayVar(&o.set, "set", nil, "Helm: key=value override (repeatable)")
+	f.StringVar(&o.releaseName, "release-name", "", "Helm: release name (default: --app-name)")
+	f.StringArrayVar(&o.fixes, "fix", nil, "apply this fix before linting: delete-policy, knative-ownership or all (repeatable)")
+	f.BoolVar(&o.recurse, "recurse", false, "plain directory: include subdirectories")
+	documentEnv(cmd)
+	return cmd
+}
+
+func runCMPLint(cmd *cobra.Command, dir string, o *cmpLintOptions) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if o.appName == "" {
+		o.appName = filepath.Base(abs)
+	}
+	env := []string{
+		cmp.EnvAppName + "=" + o.appName, cmp.EnvAppNamespace + "=" + o.namespace,
+		"PARAM_VALUES=" + o.values, "PARAM_RELEASE_NAME=" + o.releaseName,
+		"PARAM_FIX=" + strings.Join(o.fixes, ","), "PARAM_VALUES_FILES=" + strings.Join(o.valuesFiles, ","),
+		fmt.Sprintf("PARAM_RECURSE=%t", o.recurse),
+	}
+	p, err := cmp.ParseParams(env)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	for _, kv := range o.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--set %q: want key=value", kv)}
+		}
+		if p.Set == nil {
+			p.Set = map[string]string{}
+		}
+		p.Set[k] = v
+	}
+	res, err := cmp.Generate(cmd.Context(), abs, p, io.Discard, io.Discard)
+	if err != nil {
+		return cmpExit(err)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "%s: %s, %d document(s)\n", dir, res.Source, len(res.Docs))
+	if len(res.Hazards) == 0 {
+		fmt.Fprintln(out, "no hazards")
+		return nil
+	}
+	if err := cmp.WriteReport(out, res.Hazards, cmp.Params{Annotate: true}); err != nil {
+		return err
+	}
+	if len(res.Unfixed()) > 0 {
+		return &exitError{code: exitStuck}
+	}
+	return nil
+}

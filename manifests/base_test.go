@@ -1,0 +1,140 @@
+package manifests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// serviceAccount is the user the apiserver sees for syncmedic's Pods.
+var serviceAccount = authzv1.SubjectAccessReviewSpec{
+	User:   "system:serviceaccount:syncmedic:syncmedic",
+	Groups: []string{"system:serviceaccounts", "system:serviceaccounts:syncmedic", "system:authenticated"},
+}
+
+func TestBaseDeploymentRunsServeLockedDown(t *testing.T) {
+	objs := build(t, "base")
+	var d appsv1.Deployment
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "Deployment", "syncmedic").Object, &d))
+	require.Equal(t, "syncmedic", d.Namespace)
+	pod := d.Spec.Template.Spec
+	require.Equal(t, "syncmedic", pod.ServiceAccountName)
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	c := pod.Containers[0]
+	require.Equal(t, "ghcr.io/syncmedic/syncmedic:v0.1.0", c.Image)
+	require.Equal(t, "serve", c.Args[0])
+	require.Contains(t, c.Args, "--policy-configmap=syncmedic/syncmedic-policy")
+	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	require.False(t, c.Resources.Requests.Memory().IsZero())
+	require.False(t, c.Resources.Limits.Memory().IsZero())
+
+	t.Run("the policy ConfigMap holds the documented default", func(t *testing.T) {
+		var cm corev1.ConfigMap
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "ConfigMap", "syncmedic-policy").Object, &cm))
+		p, err := syncmedic.LoadPolicy([]byte(cm.Data[syncmedic.PolicyConfigMapKey]))
+		require.NoError(t, err)
+		def := syncmedic.DefaultPolicy()
+		require.Equal(t, def.Defaults, p.Defaults)
+		require.Equal(t, def.ResolveAfter, p.ResolveAfter)
+		require.Equal(t, def.KillSwitch, p.KillSwitch)
+		require.Empty(t, p.Rules)
+	})
+}
+
+func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
+	env := testenv.Kube(t)
+	objs := build(t, "base")
+	apply(t, env.Client, objs)
+
+	t.Run("its Pod is admitted by the restricted Pod Security Standard of its namespace", func(t *testing.T) {
+		var d appsv1.Deployment
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "Deployment", "syncmedic").Object, &d))
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "syncmedic-admission-check", Namespace: d.Namespace}, Spec: d.Spec.Template.Spec}
+		require.NoError(t, env.Client.Create(context.Background(), pod, client.DryRunAll))
+
+		pod.Spec.Containers[0].SecurityContext = nil // the control: the same Pod without its hardening is refused
+		err := env.Client.Create(context.Background(), pod, client.DryRunAll)
+		require.ErrorContains(t, err, `violates PodSecurity "restricted`)
+	})
+
+	type check struct {
+		verb, group, resource, namespace, name string
+	}
+	can := []check{
+		{"watch", "helm.toolkit.fluxcd.io", "helmreleases", "", ""},
+		{"patch", "helm.toolkit.fluxcd.io", "helmreleases", "apps", "podinfo"},
+		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
+		{"list", "batch", "jobs", "", ""},
+		{"watch", "argoproj.io", "workflows", "", ""},
+		{"patch", "argoproj.io", "workflows", "ci", "build-1"},
+		{"list", "", "persistentvolumeclaims", "", ""},
+		{"list", "", "services", "", ""},
+		{"list", "discovery.k8s.io", "endpointslices", "", ""},
+		{"watch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", ""},
+		{"watch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""},
+		{"create", "", "events", "apps", ""},
+		{"create", "coordination.k8s.io", "leases", "syncmedic", ""},
+		{"update", "coordination.k8s.io", "leases", "syncmedic", "syncmedic"},
+		{"get", "", "configmaps", "syncmedic", "syncmedic-policy"},
+		{"create", "", "configmaps", "syncmedic", ""},
+		{"update", "", "configmaps", "syncmedic", "syncmedic-state"},
+	}
+	cannot := []check{
+		{"delete", "batch", "jobs", "apps", "migrate"},
+		{"deletecollection", "batch", "jobs", "apps", ""},
+		{"get", "", "secrets", "kube-system", "bootstrap-token"},
+		{"list", "", "secrets", "", ""},
+		{"get", "", "secrets", "argocd", "argocd-secret"},
+		{"patch", "apps", "deployments", "knative-serving", "webhook"},
+		{"update", "apps", "deployments", "syncmedic", "syncmedic"},
+		{"delete", "helm.toolkit.fluxcd.io", "helmreleases", "apps", "podinfo"},
+		{"delete", "argoproj.io", "workflows", "ci", "build-1"},
+		{"patch", "argoproj.io", "applications", "argocd", "shop"},
+		{"update", "", "configmaps", "argocd", "argocd-cm"},
+		{"update", "coordination.k8s.io", "leases", "kube-system", "kube-controller-manager"},
+		{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "validation.webhook.serving.knative.dev"},
+	}
+	review := func(t *testing.T, c check) *authzv1.SubjectAccessReview {
+		spec := serviceAccount
+		spec.ResourceAttributes = &authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.namespace, Name: c.name}
+		sar, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(),
+			&authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return sar
+	}
+	name := func(c check) string {
+		where := "cluster-wide"
+		if c.namespace != "" {
+			where = "in " + c.namespace
+		}
+		return fmt.Sprintf("%s %s.%s %s %s", c.verb, c.resource, c.group, c.name, where)
+	}
+	for _, c := range can {
+		t.Run("can "+name(c), func(t *testing.T) {
+			sar := review(t, c)
+			require.True(t, sar.Status.Allowed, "denied: %s", sar.Status.Reason)
+		})
+	}
+	for _, c := range cannot {
+		t.Run("cannot "+name(c), func(t *testing.T) {
+			sar := review(t, c)
+			require.False(t, sar.Status.Allowed, "allowed: %s", sar.Status.Reason)
+		})
+	}
+}
