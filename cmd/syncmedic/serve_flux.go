@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic/flux"
+)
+
+// fluxOptions are the Flux component's flags.
+type fluxOptions struct {
+	tokenFile  string
+	bodyLimit  string
+	queueSize  int
+	namespaces []string
+	watch      bool
+	controller string
+}
+
+func init() {
+	o := &fluxOptions{}
+	registerServeComponent(serveComponent{
+		name: "flux",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&o.tokenFile, "flux-hmac-token-file", "", "file holding the generic-hmac Provider's token; when set, "+flux.EventsPath+" accepts only events whose X-Signature matches")
+			fs.StringVar(&o.bodyLimit, "flux-body-limit", "1Mi", "largest Flux event body accepted (a Kubernetes quantity); larger bodies get 413")
+			fs.IntVar(&o.queueSize, "flux-queue-size", flux.DefaultQueueSize, "accepted Flux events waiting to be processed before the receiver answers 429")
+			fs.StringSliceVar(&o.namespaces, "flux-namespaces", nil, "namespaces whose HelmReleases are watched (default: all)")
+			fs.StringVar(&o.controller, "flux-controller-deployment", flux.DefaultControllerDeployment.String(), "helm-controller's Deployment (namespace/name); its image tag adds version advisories to findings (best effort)")
+			fs.BoolVar(&o.watch, "flux-watch", true, "watch HelmReleases and the HelmRelease CRD when a cluster is configured")
+		},
+		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startFlux(ctx, d, o) },
+	})
+}
+
+func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, error) {
+	log := d.Log.With("component", "flux")
+	limit, err := resource.ParseQuantity(o.bodyLimit)
+	if err != nil || limit.Value() <= 0 {
+		return serveParts{}, fmt.Errorf("--flux-body-limit %q: want a positive quantity such as 1Mi or 65536", o.bodyLimit)
+	}
+	var token []byte
+	if o.tokenFile != "" {
+		data, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return serveParts{}, fmt.Errorf("--flux-hmac-token-file: %w", err)
+		}
+		if token = []byte(strings.TrimSpace(string(data))); len(token) == 0 {
+			return serveParts{}, fmt.Errorf("--flux-hmac-token-file %s is empty", o.tokenFile)
+		}
+	} else {
+		log.Warn("no --flux-hmac-token-file: Flux events are accepted without a signature (use a generic-hmac Provider and give its token)")
+	}
+	var watcher *flux.Watcher
+	if d.Kube != nil && o.watch {
+		served, err := helmReleasesServed(d)
+		if err != nil {
+			return serveParts{}, err
+		}
+		if served {
+			ns, name, ok := strings.Cut(o.controller, "/")
+			if !ok || ns == "" || name == "" {
+				return serveParts{}, fmt.Errorf("--flux-controller-deployment %q: want namespace/name", o.controller)
+			}
+			watcher, err = flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
+				ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}})
+			if err != nil {
+				return serveParts{}, err
+			}
+		} else {
+			log.Info("the cluster does not serve helm.toolkit.fluxcd.io/v2 HelmReleases: the HelmRelease watch is off")
+		}
+	}
+	receiver, err := flux.NewReceiver(flux.ReceiverOptions{
+		Token: token, MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
+		Handle: func(_ context.Context, ev *flux.Event) {
+			if s := ev.Subject(); s != "" {
+				d.Triggers.Fire(s)
+			}
+		},
+	})
+	if err != nil {
+		return serveParts{}, err
+	}
+	parts := serveParts{Handlers: map[string]http.Handler{flux.EventsPath: receiver}}
+	parts.Sources = append(parts.Sources, receiver)
+	if watcher == nil {
+		log.Info("flux: only the event receiver runs (no HelmRelease watch, no reconcile remedies)", "path", flux.EventsPath)
+		return parts, nil
+	}
+	scheme := runtime.NewScheme()
+	if err := helmv2.AddToScheme(scheme); err != nil {
+		return serveParts{}, err
+	}
+	c, err := client.New(d.Kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return serveParts{}, fmt.Errorf("flux: %w", err)
+	}
+	parts.Sources = append(parts.Sources, watcher)
+	parts.Remediers = flux.NewReconcileRequester(c).Remediers()
+	parts.Ready = watcher.Ready
+	d.Triggers.Handle("flux/", watcher.Trigger)
+	log.Info("flux: watching HelmReleases and receiving events", "path", flux.EventsPath, "namespaces", o.namespaces, "signed", len(token) > 0)
+	return parts, nil
+}
+
+// helmReleasesServed reports whether the cluster serves helm.toolkit.fluxcd.io/v2 HelmReleases.
+func helmReleasesServed(d serveDeps) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(d.Kube)
+	if err != nil {
+		return false, fmt.Errorf("flux: %w", err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(helmv2.GroupVersion.String())
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("flux: discovering %s: %w", helmv2.GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Kind == helmv2.HelmReleaseKind {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,102 @@
+package flux
+
+import (
+	"context"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// evaluate runs the rules for one key against the cache, reports the findings, and arms the key's threshold timer.
+func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sink) {
+	now := w.opts.Now()
+	if key.crd {
+		w.evaluateCRD(ctx, key, now, sink)
+		return
+	}
+	hr := &helmv2.HelmRelease{}
+	if err := w.cache.Get(ctx, key.nn, hr); err != nil {
+		if apierrors.IsNotFound(err) {
+			sink.Observe(ctx, key.subject(), nil)
+			return
+		}
+		w.log.Warn("reading HelmRelease from the cache", "subject", key.subject(), "error", err)
+		return
+	}
+	obs := ReleaseObservation{Release: hr, Dependencies: map[types.NamespacedName]*helmv2.HelmRelease{}, DependenciesKnown: true,
+		ControllerVersion: w.version.get(ctx, now)}
+	for _, d := range hr.Spec.DependsOn {
+		nn := types.NamespacedName{Namespace: d.Namespace, Name: d.Name}
+		if nn.Namespace == "" {
+			nn.Namespace = hr.Namespace
+		}
+		dep := &helmv2.HelmRelease{}
+		switch err := w.cache.Get(ctx, nn, dep); {
+		case err == nil:
+			obs.Dependencies[nn] = dep
+		case apierrors.IsNotFound(err):
+		default: // e.g. a namespace outside the watched set: do not claim it is missing
+			obs.DependenciesKnown = false
+		}
+	}
+	findings := EvaluateRelease(obs, now, w.opts.Thresholds)
+	w.log.Debug("evaluated HelmRelease", "subject", key.subject(), "findings", len(findings))
+	sink.Observe(ctx, key.subject(), findings)
+	if at, ok := nextThreshold(hr, now, w.opts.Thresholds); ok {
+		w.queue.AddAfter(key, at.Sub(now))
+	}
+}
+
+func (w *Watcher) evaluateCRD(ctx context.Context, key watchKey, now time.Time, sink syncmedic.Sink) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := w.cache.Get(ctx, types.NamespacedName{Name: key.nn.Name}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			sink.Observe(ctx, key.subject(), nil)
+			return
+		}
+		w.log.Warn("reading the HelmRelease CRD from the cache", "subject", key.subject(), "error", err)
+		return
+	}
+	sink.Observe(ctx, key.subject(), EvaluateCRD(CRDObservationOf(crd), now))
+}
+
+// CRDObservationOf reads a CustomResourceDefinition's storage state.
+func CRDObservationOf(crd *apiextensionsv1.CustomResourceDefinition) CRDObservation {
+	obs := CRDObservation{Name: crd.Name, StoredVersions: append([]string(nil), crd.Status.StoredVersions...)}
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			obs.Served = append(obs.Served, v.Name)
+		}
+		if v.Storage {
+			obs.Storage = v.Name
+		}
+	}
+	return obs
+}
+
+// nextThreshold returns the earliest future moment a time-based rule could start matching hr: the stale-status and
+// DependencyNotReady thresholds counted from the Ready condition's transition. An extra evaluation is harmless; a
+// missed one would delay detection, so both candidates are armed without re-checking each rule's preconditions.
+func nextThreshold(hr *helmv2.HelmRelease, now time.Time, th Thresholds) (time.Time, bool) {
+	var candidates []time.Time
+	if hr.Status.ObservedGeneration < hr.Generation {
+		candidates = append(candidates, readySince(hr).Add(th.StaleStatus))
+	}
+	if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == "False" && c.Reason == meta.DependencyNotReadyReason {
+		candidates = append(candidates, c.LastTransitionTime.Add(th.DependencyNotReady))
+	}
+	var next time.Time
+	for _, t := range candidates {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next, !next.IsZero()
+}

@@ -1,0 +1,159 @@
+package flux_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// reconcileAnnotations returns the reconcile.fluxcd.io annotations of the live release.
+func reconcileAnnotations(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) map[string]string {
+	t.Helper()
+	live := &helmv2.HelmRelease{}
+	require.NoError(t, env.Client.Get(context.Background(), keyOf(hr), live))
+	out := map[string]string{}
+	for _, k := range []string{meta.ReconcileRequestAnnotation, helmv2.ForceRequestAnnotation, helmv2.ResetRequestAnnotation} {
+		if v, ok := live.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// handleRequest plays helm-controller: it records the current request as handled in the status.
+func handleRequest(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) {
+	t.Helper()
+	setStatus(t, env, hr, func(live *helmv2.HelmRelease) {
+		live.Status.LastHandledReconcileAt = live.Annotations[meta.ReconcileRequestAnnotation]
+		if v, ok := live.Annotations[helmv2.ForceRequestAnnotation]; ok {
+			live.Status.LastHandledForceAt = v
+		}
+		if v, ok := live.Annotations[helmv2.ResetRequestAnnotation]; ok {
+			live.Status.LastHandledResetAt = v
+		}
+	})
+}
+
+func findingFor(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease, rule syncmedic.RuleID) syncmedic.Finding {
+	t.Helper()
+	live := &helmv2.HelmRelease{}
+	require.NoError(t, env.Client.Get(context.Background(), keyOf(hr), live))
+	for _, f := range flux.EvaluateRelease(flux.ReleaseObservation{Release: live}, time.Now(), flux.DefaultThresholds()) {
+		if f.Rule == rule {
+			return f
+		}
+	}
+	t.Fatalf("no %s finding for %s", rule, keyOf(hr))
+	return syncmedic.Finding{}
+}
+
+func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	clock := time.Now().UTC()
+	r := flux.NewReconcileRequester(env.Client)
+	r.Now = func() time.Time { return clock }
+	ts := clock.Format(time.RFC3339Nano)
+
+	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
+	f := findingFor(t, env, hr, syncmedic.RuleHelmReleaseStaleStatus)
+
+	t.Run("dry-run returns the patch and changes nothing", func(t *testing.T) {
+		out, err := r.Remediate(ctx, f, true)
+		require.NoError(t, err)
+		require.True(t, out.DryRun)
+		require.False(t, out.Changed)
+		require.Len(t, out.Steps, 1)
+		require.Contains(t, out.Steps[0], `"reconcile.fluxcd.io/requestedAt":"`+ts+`"`)
+		require.Empty(t, reconcileAnnotations(t, env, hr))
+	})
+
+	t.Run("the first remedy writes requestedAt only, like flux reconcile hr", func(t *testing.T) {
+		out, err := r.Remediate(ctx, f, false)
+		require.NoError(t, err)
+		require.True(t, out.Changed)
+		require.Equal(t, syncmedic.ActionFluxReconcile, out.Action)
+		require.Equal(t, map[string]string{meta.ReconcileRequestAnnotation: ts}, reconcileAnnotations(t, env, hr))
+	})
+
+	t.Run("while the request is unhandled no new request is written", func(t *testing.T) {
+		clock = clock.Add(time.Minute)
+		out, err := r.Remediate(ctx, f, false)
+		require.NoError(t, err)
+		require.False(t, out.Changed)
+		require.Contains(t, out.Steps[0], "not handled yet")
+		require.Equal(t, map[string]string{meta.ReconcileRequestAnnotation: ts}, reconcileAnnotations(t, env, hr))
+	})
+
+	t.Run("once handled with the status still stale it escalates to forceAt equal to requestedAt", func(t *testing.T) {
+		handleRequest(t, env, hr)
+		clock = clock.Add(time.Minute)
+		ts2 := clock.Format(time.RFC3339Nano)
+		out, err := r.Remediate(ctx, f, false)
+		require.NoError(t, err)
+		require.True(t, out.Changed)
+		require.Equal(t, syncmedic.ActionFluxForceReconcile, out.Action)
+		require.Equal(t, map[string]string{meta.ReconcileRequestAnnotation: ts2, helmv2.ForceRequestAnnotation: ts2}, reconcileAnnotations(t, env, hr))
+
+		out, err = r.Remediate(ctx, f, false)
+		require.NoError(t, err)
+		require.False(t, out.Changed, "the forced request is pending: written once")
+	})
+
+	t.Run("a handled forced request that did not help is left to a person", func(t *testing.T) {
+		handleRequest(t, env, hr)
+		before := reconcileAnnotations(t, env, hr)
+		_, err := r.Remediate(ctx, f, false)
+		require.ErrorIs(t, err, flux.ErrRequestUnsuccessful)
+		require.True(t, syncmedic.IsPermanent(err))
+		require.Equal(t, before, reconcileAnnotations(t, env, hr))
+	})
+
+	t.Run("a release whose status was rewritten needs nothing", func(t *testing.T) {
+		setStatus(t, env, hr, func(live *helmv2.HelmRelease) { live.Status.ObservedGeneration = live.Generation })
+		before := reconcileAnnotations(t, env, hr)
+		out, err := r.Remediate(ctx, f, false)
+		require.NoError(t, err)
+		require.False(t, out.Changed)
+		require.Equal(t, before, reconcileAnnotations(t, env, hr))
+	})
+}
+
+func TestResetRequestIsWrittenLikeFluxReconcileReset(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	hr := scenarioRetriesExhausted(t, env, ns, "cache")
+	f := findingFor(t, env, hr, syncmedic.RuleRetriesExhausted)
+	r := flux.NewReconcileRequester(env.Client)
+
+	out, err := r.Remediate(ctx, f, true)
+	require.NoError(t, err)
+	require.False(t, out.Changed)
+	require.Empty(t, reconcileAnnotations(t, env, hr), "dry-run changes nothing")
+
+	out, err = r.Remediate(ctx, f, false)
+	require.NoError(t, err)
+	require.True(t, out.Changed)
+	require.Equal(t, syncmedic.ActionFluxResetReconcile, out.Action)
+	got := reconcileAnnotations(t, env, hr)
+	require.Len(t, got, 2)
+	require.NotEmpty(t, got[meta.ReconcileRequestAnnotation])
+	require.Equal(t, got[meta.ReconcileRequestAnnotation], got[helmv2.ResetRequestAnnotation])
+	_, err = time.Parse(time.RFC3339Nano, got[meta.ReconcileRequestAnnotation])
+	require.NoError(t, err)
+
+	out, err = r.Remediate(ctx, f, false)
+	require.NoError(t, err)
+	require.False(t, out.Changed, "written once while unhandled")
+	require.Equal(t, got, reconcileAnnotations(t, env, hr))
+}

@@ -1,0 +1,242 @@
+package flux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// WatcherOptions configure a Watcher.
+type WatcherOptions struct {
+	// Config reaches the cluster's API server.
+	Config *rest.Config
+	// Namespaces limits the HelmReleases watched; empty watches every namespace.
+	Namespaces []string
+	// Thresholds are the rule thresholds; zero values take DefaultThresholds.
+	Thresholds Thresholds
+	// Log receives evaluation lines at debug level; nil discards.
+	Log *slog.Logger
+	// Now is the clock rules evaluate against; nil means time.Now.
+	Now func() time.Time
+	// ControllerDeployment is helm-controller's Deployment, whose image tag gives the version advisories; zero
+	// means DefaultControllerDeployment. Reading it is best effort.
+	ControllerDeployment types.NamespacedName
+}
+
+// Watcher is the live Flux source: an informer over HelmReleases (v2 API) and the HelmRelease CRD. It evaluates the
+// Flux rules for a release on every change of the release or of one of its dependencies, when Trigger asks, and
+// when a threshold is crossed (a per-object timer, not polling), and reports each evaluation under
+// "flux/<namespace>/<name>"; the CRD's storedVersions are reported under "flux/crd/<name>".
+type Watcher struct {
+	opts    WatcherOptions
+	log     *slog.Logger
+	cache   cache.Cache
+	queue   workqueue.TypedDelayingInterface[watchKey]
+	version *versionReader
+	synced  atomic.Bool
+}
+
+// watchKey names what one evaluation covers: a HelmRelease, or the CRD.
+type watchKey struct {
+	crd bool
+	nn  types.NamespacedName
+}
+
+func (k watchKey) subject() string {
+	if k.crd {
+		return CRDSubject(k.nn.Name)
+	}
+	return ReleaseSubject(k.nn.Namespace, k.nn.Name)
+}
+
+const dependsOnIndex = "syncmedic.spec.dependsOn"
+
+var _ syncmedic.Source = (*Watcher)(nil)
+
+// NewWatcher builds the informer cache; nothing is watched until Run.
+func NewWatcher(o WatcherOptions) (*Watcher, error) {
+	if o.Config == nil {
+		return nil, errors.New("flux watcher: a Kubernetes REST config is required")
+	}
+	def := DefaultThresholds()
+	if o.Thresholds.StaleStatus == 0 {
+		o.Thresholds.StaleStatus = def.StaleStatus
+	}
+	if o.Thresholds.DependencyNotReady == 0 {
+		o.Thresholds.DependencyNotReady = def.DependencyNotReady
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	scheme := runtime.NewScheme()
+	if err := helmv2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if o.ControllerDeployment.Name == "" {
+		o.ControllerDeployment = DefaultControllerDeployment
+	}
+	direct, err := client.New(o.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("flux watcher: %w", err)
+	}
+	copts := cache.Options{
+		Scheme:           scheme,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&apiextensionsv1.CustomResourceDefinition{}: {Field: fields.OneTermEqualSelector("metadata.name", CRDName)},
+		},
+	}
+	if len(o.Namespaces) > 0 {
+		copts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			copts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(o.Config, copts)
+	if err != nil {
+		return nil, fmt.Errorf("flux watcher: %w", err)
+	}
+	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[watchKey]{Name: "flux-helmreleases"})
+	return &Watcher{opts: o, log: log.With("source", "flux"), cache: c, queue: q,
+		version: &versionReader{c: direct, key: o.ControllerDeployment}}, nil
+}
+
+// Trigger asks for an immediate evaluation of a subject ("flux/<namespace>/<name>" or "flux/crd/<name>"); other
+// subjects are ignored. It returns at once.
+func (w *Watcher) Trigger(subject string) {
+	parts := strings.SplitN(subject, "/", 3)
+	if len(parts) != 3 || parts[0] != "flux" || parts[1] == "" || parts[2] == "" {
+		return
+	}
+	if parts[1] == "crd" && parts[2] == CRDName {
+		w.queue.Add(watchKey{crd: true, nn: types.NamespacedName{Name: CRDName}})
+		return
+	}
+	w.queue.Add(watchKey{nn: types.NamespacedName{Namespace: parts[1], Name: parts[2]}})
+}
+
+// Ready returns nil once the informers have synced.
+func (w *Watcher) Ready() error {
+	if !w.synced.Load() {
+		return errors.New("flux watcher: informers not synced yet")
+	}
+	return nil
+}
+
+// Run watches until ctx is cancelled, reporting every evaluation to sink.
+func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
+	defer w.queue.ShutDown()
+	if err := w.cache.IndexField(ctx, &helmv2.HelmRelease{}, dependsOnIndex, dependsOnKeys); err != nil {
+		return fmt.Errorf("flux watcher: indexing HelmReleases (is the HelmRelease CRD installed?): %w", err)
+	}
+	hrInf, err := w.cache.GetInformer(ctx, &helmv2.HelmRelease{})
+	if err != nil {
+		return fmt.Errorf("flux watcher: HelmRelease informer: %w", err)
+	}
+	if _, err := hrInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { w.releaseChanged(ctx, o) },
+		UpdateFunc: func(_, o interface{}) { w.releaseChanged(ctx, o) },
+		DeleteFunc: func(o interface{}) { w.releaseChanged(ctx, o) },
+	}); err != nil {
+		return err
+	}
+	crdInf, err := w.cache.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
+	if err != nil {
+		return fmt.Errorf("flux watcher: CRD informer: %w", err)
+	}
+	crdKey := watchKey{crd: true, nn: types.NamespacedName{Name: CRDName}}
+	if _, err := crdInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { w.queue.Add(crdKey) },
+		UpdateFunc: func(_, _ interface{}) { w.queue.Add(crdKey) },
+		DeleteFunc: func(interface{}) { w.queue.Add(crdKey) },
+	}); err != nil {
+		return err
+	}
+	cacheErr := make(chan error, 1)
+	go func() { cacheErr <- w.cache.Start(ctx) }()
+	if !w.cache.WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("flux watcher: informers did not sync: %w", <-cacheErr)
+	}
+	w.synced.Store(true)
+	w.log.Info("flux watcher synced", "namespaces", w.opts.Namespaces)
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return <-cacheErr
+		}
+		w.evaluate(ctx, key, sink)
+		w.queue.Done(key)
+	}
+}
+
+// releaseChanged queues the release and every release that depends on it.
+func (w *Watcher) releaseChanged(ctx context.Context, o interface{}) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	hr, ok := o.(*helmv2.HelmRelease)
+	if !ok {
+		return
+	}
+	w.queue.Add(watchKey{nn: types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}})
+	var dependents helmv2.HelmReleaseList
+	if err := w.cache.List(ctx, &dependents, client.MatchingFields{dependsOnIndex: hr.Namespace + "/" + hr.Name}); err != nil {
+		w.log.Debug("listing dependents", "namespace", hr.Namespace, "name", hr.Name, "error", err)
+		return
+	}
+	for i := range dependents.Items {
+		d := &dependents.Items[i]
+		w.queue.Add(watchKey{nn: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+	}
+}
+
+func dependsOnKeys(o client.Object) []string {
+	hr, ok := o.(*helmv2.HelmRelease)
+	if !ok {
+		return nil
+	}
+	keys := make([]string, 0, len(hr.Spec.DependsOn))
+	for _, d := range hr.Spec.DependsOn {
+		ns := d.Namespace
+		if ns == "" {
+			ns = hr.Namespace
+		}
+		keys = append(keys, ns+"/"+d.Name)
+	}
+	return keys
+}

@@ -1,0 +1,82 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// WorkflowRemedier applies workflows/force-finalizer-removal through the Kubernetes API: a merge patch setting
+// spec.artifactGC.forceFinalizerRemoval: true, so the workflow controller drops its own artifact-gc finalizer. A
+// Workflow an Argo CD application manages goes to ArgoCD instead (Argo CD's PatchResource), so Argo CD's view and
+// RBAC stay in charge; without ArgoCD such a finding is refused.
+type WorkflowRemedier struct {
+	// Dynamic reads and patches Workflows.
+	Dynamic dynamic.Interface
+	// ArgoCD, when set, applies the remedy for Workflows an Argo CD application owns (the Remedy carries "app").
+	ArgoCD syncmedic.Remedier
+}
+
+var _ syncmedic.Remedier = (*WorkflowRemedier)(nil)
+
+// NewWorkflowRemedier returns a WorkflowRemedier using dyn.
+func NewWorkflowRemedier(dyn dynamic.Interface) *WorkflowRemedier {
+	return &WorkflowRemedier{Dynamic: dyn}
+}
+
+// Remediate implements syncmedic.Remedier.
+func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+	out := syncmedic.Outcome{Action: syncmedic.ActionForceFinalizerRemoval, DryRun: dryRun}
+	if f.Remedy.Action != syncmedic.ActionForceFinalizerRemoval {
+		return out, syncmedic.Permanent(fmt.Errorf("action %q is not %s", f.Remedy.Action, syncmedic.ActionForceFinalizerRemoval))
+	}
+	if app := f.Remedy.Params["app"]; app != "" {
+		if r.ArgoCD == nil {
+			return out, syncmedic.Permanent(fmt.Errorf("Workflow is managed by Argo CD application %q: the patch must go through Argo CD's PatchResource, and no Argo CD connection is configured", app))
+		}
+		return r.ArgoCD.Remediate(ctx, f, dryRun)
+	}
+	key := types.NamespacedName{Namespace: f.Remedy.Params["namespace"], Name: f.Remedy.Params["name"]}
+	if key.Namespace == "" || key.Name == "" {
+		key = types.NamespacedName{Namespace: f.Object.Namespace, Name: f.Object.Name}
+	}
+	wfs := r.Dynamic.Resource(workflowsGVR).Namespace(key.Namespace)
+	wf, err := wfs.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		out.Steps = append(out.Steps, fmt.Sprintf("Workflow %s is gone; nothing to do", key))
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("reading Workflow %s: %w", key, err)
+	}
+	if !hasFinalizer(wf, ArtifactGCFinalizer) {
+		out.Steps = append(out.Steps, fmt.Sprintf("Workflow %s no longer has the %s finalizer; nothing to do", key, ArtifactGCFinalizer))
+		return out, nil
+	}
+	if set, _, _ := unstructured.NestedBool(wf.Object, "spec", "artifactGC", "forceFinalizerRemoval"); set {
+		out.Steps = append(out.Steps, fmt.Sprintf("Workflow %s already has spec.artifactGC.forceFinalizerRemoval: true; waiting for the workflow controller", key))
+		return out, nil
+	}
+	step := fmt.Sprintf("PATCH workflows.argoproj.io %s (merge patch): %s", key, ForceFinalizerRemovalPatch)
+	if dryRun {
+		out.Steps = append(out.Steps, "would "+step)
+		return out, nil
+	}
+	if _, err := wfs.Patch(ctx, key.Name, types.MergePatchType, []byte(ForceFinalizerRemovalPatch), metav1.PatchOptions{}); err != nil {
+		err = fmt.Errorf("patching Workflow %s: %w", key, err)
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			err = syncmedic.Permanent(err)
+		}
+		return out, err
+	}
+	out.Changed = true
+	out.Steps = append(out.Steps, step)
+	return out, nil
+}

@@ -1,0 +1,243 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// DefaultStuckKinds are the resources (resource.group, as kubectl names them) checked for being stuck terminating
+// unless ScannerOptions.Kinds says otherwise.
+var DefaultStuckKinds = []string{
+	"jobs.batch", "workflows.argoproj.io", "persistentvolumeclaims",
+	"validatingwebhookconfigurations.admissionregistration.k8s.io", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+}
+
+// Resources the scanner always watches (when the cluster serves them).
+var (
+	validatingWebhooksGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}
+	mutatingWebhooksGVR   = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
+	servicesGVR           = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	endpointSlicesGVR     = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	workflowsGVR          = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+)
+
+// ScannerOptions configure a Scanner.
+type ScannerOptions struct {
+	// Config reaches the cluster's API server.
+	Config *rest.Config
+	// Cluster names the cluster in the subject ("kube/<cluster>"); empty means "default".
+	Cluster string
+	// Kinds are the resources checked for being stuck terminating ("jobs.batch", "persistentvolumeclaims", …);
+	// empty means DefaultStuckKinds. Kinds the cluster does not serve are skipped with a log line.
+	Kinds []string
+	// Thresholds are the rule thresholds; zero values take DefaultThresholds.
+	Thresholds Thresholds
+	// MinInterval spaces evaluations during bursts of changes; zero means 200ms.
+	MinInterval time.Duration
+	// Log receives one line per skipped kind and evaluation failures; nil discards.
+	Log *slog.Logger
+	// Now is the clock rules evaluate against; nil means time.Now.
+	Now func() time.Time
+}
+
+// Scanner is the live cluster-checks source: informers over the configured kinds, webhook configurations with their
+// Services and EndpointSlices, and Argo Workflows. It evaluates the kube rules over the whole inventory on every
+// change (at most once per MinInterval) and when the next threshold passes (one timer, not polling), and reports
+// each evaluation under "kube/<cluster>".
+type Scanner struct {
+	opts    ScannerOptions
+	log     *slog.Logger
+	dyn     dynamic.Interface
+	factory dynamicinformer.DynamicSharedInformerFactory
+	stuck   []schema.GroupVersionResource
+	watched map[schema.GroupVersionResource]toolscache.SharedIndexInformer
+	dirty   chan struct{}
+	synced  atomic.Bool
+}
+
+var _ syncmedic.Source = (*Scanner)(nil)
+
+// NewScanner resolves the kinds through discovery and prepares the informers; nothing is watched until Run.
+func NewScanner(o ScannerOptions) (*Scanner, error) {
+	if o.Config == nil {
+		return nil, errors.New("kube scanner: a Kubernetes REST config is required")
+	}
+	o = withDefaults(o)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("source", "kube")
+	dyn, err := dynamic.NewForConfig(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kube scanner: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kube scanner: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	s := &Scanner{opts: o, log: log, dyn: dyn, factory: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		watched: map[schema.GroupVersionResource]toolscache.SharedIndexInformer{}, dirty: make(chan struct{}, 1)}
+	for _, k := range o.Kinds {
+		gr := schema.ParseGroupResource(strings.TrimSpace(k))
+		gvr, err := mapper.ResourceFor(gr.WithVersion(""))
+		if err != nil {
+			log.Info("kind not served by the cluster; not watched", "kind", k, "error", err.Error())
+			continue
+		}
+		s.stuck = append(s.stuck, gvr)
+	}
+	for _, gvr := range append([]schema.GroupVersionResource{validatingWebhooksGVR, mutatingWebhooksGVR, servicesGVR, endpointSlicesGVR, workflowsGVR}, s.stuck...) {
+		if _, err := mapper.KindFor(gvr); err != nil {
+			log.Info("resource not served by the cluster; not watched", "resource", gvr.String())
+			continue
+		}
+		s.watch(gvr)
+	}
+	return s, nil
+}
+
+func withDefaults(o ScannerOptions) ScannerOptions {
+	if o.Cluster == "" {
+		o.Cluster = "default"
+	}
+	if len(o.Kinds) == 0 {
+		o.Kinds = DefaultStuckKinds
+	}
+	def := DefaultThresholds()
+	if o.Thresholds.Terminating == 0 {
+		o.Thresholds.Terminating = def.Terminating
+	}
+	if o.Thresholds.WebhookBackend == 0 {
+		o.Thresholds.WebhookBackend = def.WebhookBackend
+	}
+	if o.Thresholds.ArtifactGC == 0 {
+		o.Thresholds.ArtifactGC = def.ArtifactGC
+	}
+	if o.MinInterval <= 0 {
+		o.MinInterval = 200 * time.Millisecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+func (s *Scanner) watch(gvr schema.GroupVersionResource) {
+	if _, ok := s.watched[gvr]; ok {
+		return
+	}
+	inf := s.factory.ForResource(gvr).Informer()
+	_ = inf.SetTransform(func(o interface{}) (interface{}, error) {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return o, nil
+	})
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { s.markDirty() },
+		UpdateFunc: func(_, _ interface{}) { s.markDirty() },
+		DeleteFunc: func(interface{}) { s.markDirty() },
+	})
+	s.watched[gvr] = inf
+}
+
+func (s *Scanner) markDirty() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Subject is the subject the scanner reports under.
+func (s *Scanner) Subject() string { return "kube/" + s.opts.Cluster }
+
+// Trigger asks for an evaluation now; it returns at once.
+func (s *Scanner) Trigger(string) { s.markDirty() }
+
+// Ready returns nil once the informers have synced.
+func (s *Scanner) Ready() error {
+	if !s.synced.Load() {
+		return errors.New("kube scanner: informers not synced yet")
+	}
+	return nil
+}
+
+// Watched lists the resources the scanner watches, sorted, for logs.
+func (s *Scanner) Watched() []string {
+	var out []string
+	for gvr := range s.watched {
+		out = append(out, gvr.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run watches until ctx is cancelled, reporting every evaluation to sink.
+func (s *Scanner) Run(ctx context.Context, sink syncmedic.Sink) error {
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
+	for gvr, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("kube scanner: %s did not sync", gvr)
+		}
+	}
+	s.synced.Store(true)
+	s.log.Info("kube scanner synced", "watched", s.Watched())
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.dirty:
+		case <-timer.C:
+		}
+		next := s.evaluate(ctx, sink)
+		timer.Stop()
+		select {
+		case <-timer.C:
+		default:
+		}
+		if !next.IsZero() {
+			timer.Reset(next.Sub(s.opts.Now()))
+		}
+		select { // space evaluations during bursts
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.opts.MinInterval):
+		}
+	}
+}
+
+// evaluate reports one evaluation and returns when the next threshold passes (zero: none pending).
+func (s *Scanner) evaluate(ctx context.Context, sink syncmedic.Sink) time.Time {
+	now := s.opts.Now()
+	inv := s.inventory()
+	findings := Evaluate(inv, now, s.opts.Thresholds)
+	s.log.Debug("evaluated cluster", "subject", s.Subject(), "findings", len(findings))
+	sink.Observe(ctx, s.Subject(), findings)
+	return NextThreshold(inv, now, s.opts.Thresholds)
+}
