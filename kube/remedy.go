@@ -80,3 +80,6 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 	out.Steps = append(out.Steps, step)
 	return out, nil
 }
+
+// DelegateTo makes r the remedier for Workflows an Argo CD application owns (serve wires Argo CD's here).
+func (w *WorkflowRemedier) DelegateTo(r syncmedic.Remedier) { w.ArgoCD = r }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -79,4 +80,29 @@ func (t *triggers) Fire(subject string) bool {
 		}
 	}
 	return false
+}
+
+// delegator is a Remedier that serves an action only for some objects and hands the others to another component's
+// Remedier for the same action (kube's Workflow remedier hands Workflows an Argo CD app owns to Argo CD's
+// PatchResource).
+type delegator interface {
+	syncmedic.Remedier
+	DelegateTo(syncmedic.Remedier)
+}
+
+// mergeRemedier combines two components' Remediers for one action: the one that delegates keeps the other as its
+// delegate. Two that both insist on the action are a wiring error, never a silent override.
+func mergeRemedier(have, add syncmedic.Remedier) (syncmedic.Remedier, error) {
+	if have == nil {
+		return add, nil
+	}
+	if d, ok := have.(delegator); ok {
+		d.DelegateTo(add)
+		return d, nil
+	}
+	if d, ok := add.(delegator); ok {
+		d.DelegateTo(have)
+		return d, nil
+	}
+	return nil, errors.New("two components apply it and neither delegates to the other")
 }
