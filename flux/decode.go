@@ -1,11 +1,9 @@
 package flux
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	eventv1beta1 "github.com/fluxcd/pkg/apis/event/v1beta1"
@@ -54,13 +52,15 @@ var validSeverities = map[string]bool{
 // DecodeEvent parses one event body. It requires a JSON object with involvedObject.kind and involvedObject.name and
 // a known severity, and nothing after the object; the error (wrapping ErrMalformedEvent) is one line fit for a 400.
 func DecodeEvent(body []byte) (*Event, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
+	// One json.Unmarshal: it validates and decodes in a single pass (the receiver's largest cost, bench/README.md)
+	// and rejects anything after the object.
 	var ev Event
-	if err := dec.Decode(&ev); err != nil {
+	if err := json.Unmarshal(body, &ev); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) && strings.Contains(syn.Error(), "after top-level value") {
+			return nil, fmt.Errorf("%w: unexpected data after the JSON object", ErrMalformedEvent)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrMalformedEvent, oneLine(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: unexpected data after the JSON object", ErrMalformedEvent)
 	}
 	switch {
 	case ev.InvolvedObject.Kind == "":
