@@ -5,6 +5,9 @@ BIN := $(CURDIR)/bin
 
 .PHONY: all build test test-unit tools tools-kube tools-flux fuzz
 
+# How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
+FUZZTIME ?= 5s
+
 all: build
 
 build:
@@ -20,9 +23,15 @@ tools-kube:
 tools-flux:
 	./hack/flux-tools.sh
 
-# The whole suite: unit, fuzz seed corpora, and end-to-end tests against the real control plane.
+# The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, then every
+# fuzz target for FUZZTIME.
 test: tools
 	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) go test -count=1 -timeout 45m ./...
+	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+
+# Every fuzz target for FUZZTIME each; failing inputs land in the package's testdata/fuzz.
+fuzz:
+	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
 # Only the fast unit tests: no control plane needed.
 test-unit:
