@@ -15,10 +15,11 @@ const (
 	ResultMethodNotAllowed = "method_not_allowed"
 	ResultThrottled        = "throttled"
 	ResultUnavailable      = "unavailable"
+	ResultUnsupportedMedia = "unsupported_media_type"
 )
 
 var allResults = []string{ResultAccepted, ResultMalformed, ResultUnauthorized, ResultTooLarge,
-	ResultMethodNotAllowed, ResultThrottled, ResultUnavailable}
+	ResultMethodNotAllowed, ResultThrottled, ResultUnavailable, ResultUnsupportedMedia}
 
 // newEventsCounter registers syncmedic_events_received_total{result} with reg (or reuses the one already there),
 // with every result pre-set to zero so dashboards see the series before the first event.

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +86,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		r.reply(w, http.StatusMethodNotAllowed, ResultMethodNotAllowed, "method not allowed: use POST")
+		return
+	}
+	if ct := req.Header.Get("Content-Type"); !jsonContentType(ct) {
+		r.reply(w, http.StatusUnsupportedMediaType, ResultUnsupportedMedia, "Content-Type "+truncate(ct, 64)+" is not JSON: send application/json")
 		return
 	}
 	if req.ContentLength > r.opts.MaxBodyBytes {
@@ -176,4 +182,17 @@ func (r *Receiver) handle(ctx context.Context, ev *Event) {
 	if r.opts.Handle != nil {
 		r.opts.Handle(ctx, ev)
 	}
+}
+
+// jsonContentType accepts what notification-controller sends (application/json), any +json type, and no
+// Content-Type at all (curl -d without -H, older senders); anything else declared is refused with 415.
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

@@ -44,18 +44,21 @@ func TestReceiverResponses(t *testing.T) {
 		`"relatedObject":{"kind":"HelmChart","namespace":"flux-system","name":"apps-redis"},"action":"Upgrading","severity":"info",` +
 		`"timestamp":"2026-03-10T12:00:00Z","message":"Helm upgrade succeeded","reason":"UpgradeSucceeded","reportingController":"helm-controller","futureField":{"x":1}}`)
 	tests := []struct {
-		name       string
-		method     string
-		body       []byte
-		signature  func(body []byte) string
-		maxBody    int64
-		queueSize  int
-		prefill    int
-		wantCode   int
-		wantResult string
-		wantBody   string
-		wantHeader map[string]string
+		name      string
+		method    string
+		body      []byte
+		signature func(body []byte) string
+		// contentType is sent as Content-Type; empty sends application/json, "-" sends none.
+		contentType string
+		maxBody     int64
+		queueSize   int
+		prefill     int
+		wantCode    int
+		wantResult  string
+		wantBody    string
+		wantHeader  map[string]string
 	}{
+		{name: "an event without a Content-Type is accepted", body: body, contentType: "-", signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 202, wantResult: ResultAccepted},
 		{name: "a v1beta1 event signed with sha256 is accepted", body: body, signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 202, wantResult: ResultAccepted},
 		{name: "a v1 event with relatedObject, action and unknown fields is accepted", body: v1Body, signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 202, wantResult: ResultAccepted},
 		{name: "an event signed with sha1 is accepted", body: body, signature: func(b []byte) string { return signed(t, "sha1", b) }, wantCode: 202, wantResult: ResultAccepted},
@@ -78,6 +81,16 @@ func TestReceiverResponses(t *testing.T) {
 			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 400, wantResult: ResultMalformed, wantBody: "severity"},
 		{name: "two JSON objects in one body are malformed", body: append(append([]byte{}, body...), body...),
 			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 400, wantResult: ResultMalformed, wantBody: "after the JSON object"},
+		{name: "a JSON body declared as application/json with a charset is accepted", body: body, contentType: "application/json; charset=utf-8",
+			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 202, wantResult: ResultAccepted},
+		{name: "a body declared as form data is refused as an unsupported media type", body: body, contentType: "application/x-www-form-urlencoded",
+			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 415, wantResult: ResultUnsupportedMedia, wantBody: "not JSON"},
+		{name: "a body declared as text is refused as an unsupported media type", body: body, contentType: "text/plain",
+			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 415, wantResult: ResultUnsupportedMedia},
+		{name: "a truncated event signed as sent is malformed", body: body[:len(body)/2],
+			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 400, wantResult: ResultMalformed, wantBody: "malformed event"},
+		{name: "an event truncated in transit no longer matches its signature", body: body[:len(body)/2],
+			signature: func([]byte) string { return signed(t, "sha256", body) }, wantCode: 401, wantResult: ResultUnauthorized},
 		{name: "a body over the limit is too large", body: bytes.Repeat([]byte("a"), 2048), maxBody: 1024, wantCode: 413, wantResult: ResultTooLarge},
 		{name: "a GET is not allowed and says which method is", method: http.MethodGet, wantCode: 405, wantResult: ResultMethodNotAllowed, wantHeader: map[string]string{"Allow": "POST"}},
 		{name: "a PUT is not allowed", method: http.MethodPut, body: body, wantCode: 405, wantResult: ResultMethodNotAllowed},
@@ -99,6 +112,13 @@ func TestReceiverResponses(t *testing.T) {
 			req := httptest.NewRequest(method, EventsPath, bytes.NewReader(tt.body))
 			if tt.signature != nil {
 				req.Header.Set(SignatureHeader, tt.signature(tt.body))
+			}
+			switch tt.contentType {
+			case "":
+				req.Header.Set("Content-Type", "application/json")
+			case "-":
+			default:
+				req.Header.Set("Content-Type", tt.contentType)
 			}
 			rec := httptest.NewRecorder()
 			r.ServeHTTP(rec, req)
