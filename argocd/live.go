@@ -23,7 +23,8 @@ const (
 	// finalizer: fetch on every change, on every threshold and every resync interval.
 	liveNow
 	// liveOnce: the last operation ran hooks and finished more than the hook-finalizer threshold ago; one look per
-	// operation tells whether a hook kept argocd.argoproj.io/hook-finalizer (v2.14.3 orphan, v3 leak).
+	// operation tells whether a hook kept argocd.argoproj.io/hook-finalizer (v2.14.3 orphan, v3 leak). The Watcher
+	// takes it only where its HookLeakCheck applies (by default: servers that can leak the finalizer).
 	liveOnce
 )
 

@@ -98,10 +98,24 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 	if st.app != nil && sig != st.opSig {
 		st.stateSince = l.w.o.Now()
 	}
-	st.opSig, st.app = sig, a
+	st.opSig, st.app = sig, retained(a)
 	st.gen++
 	l.evaluate(st, false)
 	return true
+}
+
+// retained is the part of an application the watcher keeps between events: what the rules, the live-state reads
+// and the remedies' parameters read (name, namespace, UID, resourceVersion, project, destination, sync policy,
+// operation, operation state and the resource list). History, summary, sync and health status, sources, labels,
+// annotations and managed fields are dropped, so the heap holds a fraction of each application. Fields are shared
+// with a, which nothing else holds or changes.
+func retained(a *v1alpha1.Application) *v1alpha1.Application {
+	r := &v1alpha1.Application{}
+	r.Name, r.Namespace, r.UID, r.ResourceVersion, r.Generation = a.Name, a.Namespace, a.UID, a.ResourceVersion, a.Generation
+	r.Spec.Project, r.Spec.Destination, r.Spec.SyncPolicy = a.Spec.Project, a.Spec.Destination, a.Spec.SyncPolicy
+	r.Operation = a.Operation
+	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
+	return r
 }
 
 func (l *loop) remove(key string) {
@@ -121,15 +135,19 @@ func (l *loop) remove(key string) {
 // stale (or force is set: a threshold or a trigger, when live objects may have changed without the application).
 func (l *loop) evaluate(st *appState, force bool) {
 	now := l.w.o.Now()
-	switch needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) {
+	need := needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds)
+	if need == liveOnce && !l.w.leakCheck() {
+		need = liveNone // this server never puts the finalizer on hooks (or the check is off)
+	}
+	switch need {
 	case liveNow:
 		if force || st.liveAt.IsZero() || st.liveSig != st.opSig || now.Sub(st.liveAt) >= l.w.o.Resync {
-			l.startFetch(st)
+			l.startFetch(st, force)
 			return
 		}
 	case liveOnce:
 		if st.liveSig != st.opSig {
-			l.startFetch(st)
+			l.startFetch(st, false)
 			return
 		}
 	case liveNone:
@@ -138,35 +156,51 @@ func (l *loop) evaluate(st *appState, force bool) {
 	l.report(st, now)
 }
 
-func (l *loop) startFetch(st *appState) {
+// startFetch reads st's live hooks unless a read is already running. A running read of the same operation
+// signature serves an update that forced nothing (a refresh of the application); only a forced re-evaluation or a
+// changed operation asks for another read when it returns.
+func (l *loop) startFetch(st *appState, force bool) {
 	if st.fetching {
-		st.pending = true
+		if force || st.opSig != st.fetchSig {
+			st.pending = true
+		}
 		return
 	}
 	st.fetching, st.fetchSig = true, st.opSig
 	l.w.fetch(l.ctx, st.subject, st.gen, st.app)
 }
 
+// fetched records a read's result; if the application changed meanwhile, it is evaluated again (which reads again
+// only when the operation changed or a read was forced meanwhile), else reported.
 func (l *loop) fetched(in input) {
 	st := l.apps[in.key]
 	if st == nil {
 		return
 	}
+	readFor := st.liveSig
 	st.fetching = false
 	st.liveSig, st.liveAt = st.fetchSig, l.w.o.Now()
-	if in.err != nil {
-		l.w.o.Log.Warn("argocd live state unavailable: rules that need the hook objects stay silent", "subject", st.subject, "error", in.err)
-		st.hooks, st.hooksKnown = nil, false
-	} else {
+	switch {
+	case in.err == nil:
 		st.hooks, st.hooksKnown = in.hooks, true
 		st.finalizerSeen = hasHookFinalizer(in.hooks)
+	case st.hooksKnown && readFor == st.fetchSig && !syncmedic.IsPermanent(in.err):
+		// A transient failure (argocd-server restarting, a dropped connection) says nothing about the hooks: keep
+		// those last read for this same operation, so an open incident is not taken for resolved meanwhile.
+		l.w.o.Log.Warn("argocd live state unavailable: keeping the hooks last read for this operation", "subject", st.subject, "error", in.err)
+	default:
+		l.w.o.Log.Warn("argocd live state unavailable: rules that need the hook objects stay silent", "subject", st.subject, "error", in.err)
+		st.hooks, st.hooksKnown = nil, false
 	}
-	if st.pending || in.gen != st.gen && st.liveSig != st.opSig {
+	switch {
+	case st.pending:
 		st.pending = false
-		l.startFetch(st)
-		return
+		l.startFetch(st, true)
+	case in.gen != st.gen:
+		l.evaluate(st, false)
+	default:
+		l.report(st, st.liveAt)
 	}
-	l.report(st, st.liveAt)
 }
 
 func (l *loop) report(st *appState, now time.Time) {
@@ -183,7 +217,7 @@ func (l *loop) report(st *appState, now time.Time) {
 // schedule arms st's timer for the next threshold (and, while suspicious, the next resync of live state).
 func (l *loop) schedule(st *appState, obs AppObservation, now time.Time) {
 	next := nextDeadline(obs, now, l.w.o.Thresholds)
-	if needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow && !st.liveAt.IsZero() {
+	if !st.liveAt.IsZero() && needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow {
 		if r := st.liveAt.Add(l.w.o.Resync); next.IsZero() || r.Before(next) {
 			next = r
 		}

@@ -107,11 +107,15 @@ func (r *Remedies) getApp(ctx context.Context, t target) (*v1alpha1.Application,
 func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string) (string, bool, error) {
 	backoff := r.o.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		app, err := r.getApp(ctx, t)
+		lost := attempt > 1
+		get := r.getApp
+		if lost {
+			get = r.getAppAfterLostReply
+		}
+		app, err := get(ctx, t)
 		if err != nil {
 			return "Get failed", false, err
 		}
-		lost := attempt > 1
 		switch {
 		case superseded(app, p[ParamOperationStartedAt]) || stopped(app):
 			if lost {
@@ -222,7 +226,11 @@ func (r *Remedies) sync(ctx context.Context, t target, req *application.Applicat
 			return "Sync interrupted", ctx.Err()
 		}
 		backoff = min(2*backoff, 10*time.Second)
-		app, gerr := r.getApp(ctx, t)
+		get := r.getApp
+		if lost {
+			get = r.getAppAfterLostReply
+		}
+		app, gerr := get(ctx, t)
 		if gerr != nil {
 			return "Get failed", gerr
 		}

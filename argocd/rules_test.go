@@ -248,8 +248,34 @@ func TestEvaluate(t *testing.T) {
 			if tt.check != nil {
 				tt.check(t, fs)
 			}
+			t.Run("the watcher's trimmed copy of the application gives the same findings", func(t *testing.T) {
+				obs := tt.obs(t)
+				obs.App = decorated(obs.App)
+				full := Evaluate(obs, now, th)
+				obs.App = retained(obs.App)
+				require.Equal(t, full, Evaluate(obs, now, th))
+			})
 		})
 	}
+}
+
+// decorated fills the fields of a an Argo CD server returns and the watcher does not keep.
+func decorated(a *v1alpha1.Application) *v1alpha1.Application {
+	a = a.DeepCopy()
+	a.UID, a.ResourceVersion, a.Generation = "6b1f3c9e-uid", "4242", 7
+	a.Labels = map[string]string{"team": "shop"}
+	a.Annotations = map[string]string{"argocd.argoproj.io/refresh": "normal", "notified.notifications.argoproj.io": "{}"}
+	a.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "argocd-application-controller", Operation: metav1.ManagedFieldsOperationUpdate}}
+	a.Spec.Source = &v1alpha1.ApplicationSource{RepoURL: "https://git.example.com/shop.git", Path: "deploy", TargetRevision: "main"}
+	a.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{Prune: true}}
+	a.Status.Sync = v1alpha1.SyncStatus{Status: v1alpha1.SyncStatusCodeOutOfSync, Revision: "4f2c1e9"}
+	a.Status.Health = v1alpha1.HealthStatus{Status: "Progressing", Message: "waiting for rollout"}
+	a.Status.History = v1alpha1.RevisionHistories{{ID: 3, Revision: "1a2b3c4", DeployedAt: *ago(48 * time.Hour)}}
+	a.Status.Summary = v1alpha1.ApplicationSummary{Images: []string{"shop:1.2.3"}}
+	a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionSyncError, Message: "one or more objects failed"}}
+	a.Status.Resources = []v1alpha1.ResourceStatus{{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", Hook: true}}
+	a.Status.ReconciledAt = ago(time.Minute)
+	return a
 }
 
 func TestAdvisories(t *testing.T) {

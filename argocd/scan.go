@@ -23,8 +23,9 @@ type ScanOptions struct {
 }
 
 // Scan lists the applications once and evaluates each at now, reading live hooks only for suspicious applications
-// (the same choice the Watcher makes). Problems are applications whose live state could not be read; they are
-// still judged on what the application says.
+// (the same choice the Watcher makes with HookLeakAlways: whatever the server version, an application whose last
+// operation ran hooks gets one look, so a one-shot scan also finds the orphans a past v2.14.3 left). Problems are
+// applications whose live state could not be read; they are still judged on what the application says.
 func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
 	if o.Client == nil {
 		return nil, nil, errors.New("argocd scan: no client")

@@ -31,8 +31,11 @@ type WatcherOptions struct {
 	UIURL      string
 	Thresholds Thresholds
 	// Resync is how often the live hooks of a suspicious application are read again while it stays suspicious
-	// (default 30s). Healthy applications are never read.
+	// (default 30s). Healthy applications are never read, except for the one look of HookLeakCheck.
 	Resync time.Duration
+	// HookLeakCheck says when to look once, after each finished operation that ran hooks, for a hook left holding
+	// argocd.argoproj.io/hook-finalizer (default HookLeakAuto: only on servers whose version can leak it).
+	HookLeakCheck HookLeakCheck
 	// MinBackoff and MaxBackoff bound the wait before re-opening a dropped watch (defaults 200ms and 30s).
 	MinBackoff, MaxBackoff time.Duration
 	// Fetchers bounds the concurrent live-state reads (default 4); FetchTimeout bounds one read (default 10s: on a
@@ -49,7 +52,8 @@ type WatcherStats struct {
 	// Events are watch events received; Evaluations are rule runs reported to the sink.
 	Events, Evaluations int64
 	// Calls are Argo CD API calls other than Watch, List and Version: the cost of live state (ResourceTree,
-	// GetResource). Healthy applications add none.
+	// GetResource). Healthy applications add none, except the one look per finished operation that ran hooks when
+	// HookLeakCheck applies to the server.
 	Calls int64
 	// Reconnects counts re-opened watch streams.
 	Reconnects int64
@@ -84,6 +88,11 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
 	}
+	check, err := ParseHookLeakCheck(string(o.HookLeakCheck))
+	if err != nil {
+		return nil, fmt.Errorf("argocd watcher: %w", err)
+	}
+	o.HookLeakCheck = check
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = 200 * time.Millisecond
 	}
@@ -129,6 +138,10 @@ type errBox struct{ err error }
 
 // ServerVersion returns the Argo CD version reported by the Version API ("" until known).
 func (w *Watcher) ServerVersion() string { return w.version.Load().(string) }
+
+// leakCheck reports whether healthy applications whose last operation ran hooks get their one look for a leftover
+// hook finalizer, given the options and the server version known now.
+func (w *Watcher) leakCheck() bool { return w.o.HookLeakCheck.enabled(w.ServerVersion()) }
 
 // Subject returns the sink subject of an application: "argocd/<instance>/<app-namespace>/<app>".
 func Subject(instance, appNamespace, app string) string {
@@ -252,7 +265,10 @@ func (w *Watcher) query() *application.ApplicationQuery {
 // session runs one watch connection; listed reports whether it got as far as a full re-list.
 func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	if v, err := w.o.Client.Version(ctx, &emptypb.Empty{}); err == nil {
-		w.version.Store(v.GetVersion())
+		if prev := w.version.Swap(v.GetVersion()); prev != v.GetVersion() {
+			w.o.Log.Info("argocd server version", "instance", w.o.Instance, "version", v.GetVersion(),
+				"hookLeakCheck", w.o.HookLeakCheck, "lookAfterHookedSyncs", w.leakCheck())
+		}
 	} else {
 		w.o.Log.Debug("argocd version unavailable", "instance", w.o.Instance, "error", err)
 	}

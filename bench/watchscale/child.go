@@ -26,7 +26,7 @@ func startChild(apps, updates, stuckEvery, hookedEvery int) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-serve", fmt.Sprintf("-apps=%d", apps), fmt.Sprintf("-updates=%d", updates),
-		fmt.Sprintf("-stuck-every=%d", stuckEvery), fmt.Sprintf("-hooked-every=%d", hookedEvery))
+		fmt.Sprintf("-stuck-every=%d", stuckEvery), fmt.Sprintf("-hooked-every=%d", hookedEvery), "-server-version="+*serverVersion)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 	"github.com/syncmedic/syncmedic/bench/internal/benchutil"
 )
 
+// serverVersion is what the server process's Version API answers (the watcher's hook-leak check depends on it).
+var serverVersion = flag.String("server-version", "v2.14.21+bench", "version the fake argocd-server reports (v2.14.21: the release whose API syncmedic builds on; try v3.1.8 for a v3 server)")
+
 func main() {
 	serve := flag.Bool("serve", false, "internal: run as the server process")
 	apps := flag.Int("apps", 10000, "applications")
@@ -52,6 +55,7 @@ func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) 
 	nStuck, nHooked := countKinds(apps, stuckEvery, hookedEvery)
 	want := int64(apps + updates)
 	fmt.Printf("machine: %s\n", benchutil.Machine())
+	fmt.Printf("server version: %s\n", *serverVersion)
 	fmt.Printf("stream: %d applications (%d stuck on a hook, %d healthy whose last sync ran a hook, %d healthy without hooks) as ADDED, then %d updates: %d events per consumer per round, %d rounds\n",
 		apps, nStuck, nHooked, apps-nStuck-nHooked, updates, want, rounds)
 

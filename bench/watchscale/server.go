@@ -185,9 +185,9 @@ func (s *appServer) GetResource(_ context.Context, q *application.ApplicationRes
 	return nil, status.Errorf(codes.NotFound, "%s %q not found", q.GetKind(), q.GetResourceName())
 }
 
-// Version answers like argocd-server v2.14.
+// Version answers like argocd-server of -server-version (v2.14.21 by default).
 func (s *appServer) Version(context.Context, *emptypb.Empty) (*versionpkg.VersionMessage, error) {
-	return &versionpkg.VersionMessage{Version: "v2.14.21+bench"}, nil
+	return &versionpkg.VersionMessage{Version: *serverVersion}, nil
 }
 
 // serveChild is the server process: it listens on loopback, prints "listening <addr>", then answers "stats" and

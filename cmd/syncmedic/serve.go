@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/internal/leader"
 	"github.com/syncmedic/syncmedic/notify"
 	"github.com/syncmedic/syncmedic/snapshot"
@@ -202,7 +203,11 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
 		for a, r := range p.Remediers {
-			remediers[a] = r
+			merged, err := mergeRemedier(remediers[a], r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: action %s: %w", c.name, a, err)
+			}
+			remediers[a] = merged
 		}
 		d.parts, d.names = append(d.parts, p), append(d.names, c.name)
 	}
@@ -223,8 +228,9 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 		return nil, err
 	}
 	for _, dest := range dests {
-		d.dispatcher.Add(dest)
+		d.dispatcher.Add(notify.Durable(dest, d.tracker))
 	}
+	d.tracker.ResumeDelivery(ctx, destNames(dests)...)
 	log.Info("notifiers", "destinations", destNames(dests))
 	return d, nil
 }
@@ -254,7 +260,9 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.elector != nil {
 		goRun("leader election", d.elector.Run)
 	}
-	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: 10 * time.Second}
+	// The receiver's limits (flux/limits.go) bound every request on --listen, so a slow client cannot hold a connection.
+	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: flux.ReadHeaderTimeout,
+		ReadTimeout: flux.ReadTimeout, WriteTimeout: flux.WriteTimeout, IdleTimeout: flux.IdleTimeout}
 	goRun("http", func(ctx context.Context) error { return serveHTTP(ctx, srv, d.o.shutdownGrace) })
 	d.log.Info("serving", "listen", d.o.listen, "components", strings.Join(d.names, ","), "leaderElection", d.elector != nil)
 	<-ctx.Done()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +15,9 @@ import (
 // argoCDServeOptions are the Argo CD component's flags.
 type argoCDServeOptions struct {
 	argoCDFlags
-	instance string
-	resync   time.Duration
+	instance  string
+	resync    time.Duration
+	leakCheck string
 	// fs is serve's flag set: the shared --argocd-* flags may already be defined there (by addLiveFlags), so they
 	// are read back from it by name when the component starts.
 	fs *pflag.FlagSet
@@ -59,10 +61,18 @@ func init() {
 			}
 			fs.StringVar(&o.instance, "argocd-instance", "", "name of this Argo CD in findings and subjects, when syncmedic watches more than one")
 			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
+			fs.StringVar(&o.leakCheck, "argocd-hook-leak-check", string(argocd.HookLeakAuto), hookLeakCheckHelp)
 		},
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startArgoCD(ctx, d, o) },
 	})
 }
+
+// hookLeakCheckHelp documents --argocd-hook-leak-check.
+const hookLeakCheckHelp = "when to look once, after each finished sync that ran hooks, for a hook left holding " +
+	"argocd.argoproj.io/hook-finalizer (one ResourceTree call per such sync of a healthy application): " +
+	"auto = only when the Argo CD server can leak it (v2.14.3, v3.x or later, or a version the Version API does not tell); " +
+	"always; never. Other 2.x servers never add the finalizer, and a hook a past v2.14.3 left holding it is still " +
+	"reported once it is deleted (the sync waiting on it, or kube/stuck-terminating). The scan command always looks"
 
 func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (serveParts, error) {
 	if o.fs != nil {
@@ -73,6 +83,10 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if !o.enabled() {
 		return serveParts{}, nil
 	}
+	leakCheck, err := argocd.ParseHookLeakCheck(o.leakCheck)
+	if err != nil {
+		return serveParts{}, fmt.Errorf("--argocd-hook-leak-check: %w", err)
+	}
 	log := d.Log.With("component", "argocd")
 	c, err := argocd.Dial(o.clientOptions())
 	if err != nil {
@@ -80,7 +94,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	}
 	w, err := argocd.NewWatcher(argocd.WatcherOptions{
 		Client: c, Instance: o.instance, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace,
-		UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Resync: o.resync, Log: log,
+		UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Resync: o.resync, HookLeakCheck: leakCheck, Log: log,
 	})
 	if err != nil {
 		return serveParts{}, err

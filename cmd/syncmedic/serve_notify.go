@@ -19,6 +19,7 @@ import (
 type notifyOptions struct {
 	slackTokenFile      string
 	slackChannel        string
+	slackAPIURL         string
 	slackWebhookURLFile string
 	webhookURL          string
 	webhookSecretFile   string
@@ -29,6 +30,7 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.slackTokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-…): one thread per incident, updated in place")
 	f.StringVar(&o.slackChannel, "slack-channel", "", "Slack channel for the bot token mode")
+	f.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/; for a Slack-compatible endpoint or a test server)")
 	f.StringVar(&o.slackWebhookURLFile, "slack-webhook-url-file", "", "file holding a Slack incoming-webhook URL: one message per transition (instead of a bot token)")
 	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")
@@ -49,7 +51,7 @@ func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interfa
 		if o.slackChannel == "" {
 			return nil, errors.New("--slack-token-file needs --slack-channel")
 		}
-		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes})
+		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,228 @@
+package argocd
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	versionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// fakeArgo stands in for argocd-server in unit tests of the watcher's logic: it reports a version, lists apps, keeps
+// the watch open without events, and counts ResourceTree calls (optionally holding each until release is closed).
+// Calls the watcher must not make are left to the nil embedded Client and would panic.
+type fakeArgo struct {
+	Client
+	version    string
+	versionErr error
+	apps       []v1alpha1.Application
+	trees      atomic.Int64
+	entered    chan struct{} // receives one value per ResourceTree call, when non-nil
+	release    chan struct{} // ResourceTree waits for it to close, when non-nil
+}
+
+func (f *fakeArgo) Version(context.Context, *emptypb.Empty, ...grpc.CallOption) (*versionpkg.VersionMessage, error) {
+	if f.versionErr != nil {
+		return nil, f.versionErr
+	}
+	return &versionpkg.VersionMessage{Version: f.version}, nil
+}
+
+func (f *fakeArgo) Watch(ctx context.Context, _ *application.ApplicationQuery, _ ...grpc.CallOption) (application.ApplicationService_WatchClient, error) {
+	return idleStream{ctx: ctx}, nil
+}
+
+func (f *fakeArgo) List(context.Context, *application.ApplicationQuery, ...grpc.CallOption) (*v1alpha1.ApplicationList, error) {
+	return &v1alpha1.ApplicationList{Items: f.apps}, nil
+}
+
+func (f *fakeArgo) ResourceTree(ctx context.Context, _ *application.ResourcesQuery, _ ...grpc.CallOption) (*v1alpha1.ApplicationTree, error) {
+	f.trees.Add(1)
+	if f.entered != nil {
+		f.entered <- struct{}{}
+	}
+	if f.release != nil {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &v1alpha1.ApplicationTree{}, nil // the hooks are gone: nothing to GetResource
+}
+
+// idleStream is a watch that sends nothing until its context ends.
+type idleStream struct {
+	grpc.ClientStream
+	ctx context.Context
+}
+
+func (s idleStream) Recv() (*v1alpha1.ApplicationWatchEvent, error) {
+	<-s.ctx.Done()
+	return nil, s.ctx.Err()
+}
+
+// reports is a Sink that hands every report to a channel.
+type reports chan []syncmedic.Finding
+
+func (r reports) Observe(_ context.Context, _ string, fs []syncmedic.Finding) { r <- fs }
+
+// hookedHealthy is an application whose last sync ran a PreSync hook and succeeded an hour before now.
+func hookedHealthy() v1alpha1.Application {
+	op := runningOp(2*time.Hour, "successfully synced (all tasks run)", synccommon.OperationSucceeded)
+	op.Phase, op.FinishedAt = synccommon.OperationSucceeded, ago(time.Hour)
+	a := app(op)
+	a.ResourceVersion = "100"
+	return *a
+}
+
+func TestHookLeakCheckFollowsTheServerVersion(t *testing.T) {
+	tests := []struct {
+		name       string
+		version    string
+		versionErr error
+		check      HookLeakCheck
+		reads      int64
+	}{
+		{"a healthy application whose sync ran hooks costs no call on a v2.14.21 server", "v2.14.21+7ed2f2b", nil, "", 0},
+		{"it costs no call on a v2.13 server either", "v2.13.5", nil, HookLeakAuto, 0},
+		{"it gets one look on v2.14.3, the only 2.x release that adds the finalizer", "v2.14.3+71fd4e5", nil, HookLeakAuto, 1},
+		{"it gets one look on a v3 server", "v3.1.2+abc1234", nil, HookLeakAuto, 1},
+		{"it gets one look when the Version API fails", "", status.Error(codes.Unavailable, "no version"), HookLeakAuto, 1},
+		{"it gets one look when the version cannot be parsed", "devel", nil, HookLeakAuto, 1},
+		{"always looks on a v2.14.21 server", "v2.14.21", nil, HookLeakAlways, 1},
+		{"never looks on a v3 server", "v3.0.0", nil, HookLeakNever, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeArgo{version: tt.version, versionErr: tt.versionErr, apps: []v1alpha1.Application{hookedHealthy()}}
+			w, err := NewWatcher(WatcherOptions{Client: fake, HookLeakCheck: tt.check, Now: func() time.Time { return now }})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			sink, done := make(reports, 16), make(chan error, 1)
+			go func() { done <- w.Run(ctx, sink) }()
+			select {
+			case fs := <-sink:
+				require.Empty(t, fs, "the hooks are gone: nothing to report")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the application was never evaluated")
+			}
+			cancel()
+			require.NoError(t, <-done)
+			require.Equal(t, tt.reads, fake.trees.Load(), "ResourceTree calls")
+			require.Equal(t, tt.reads, w.Stats().Calls, "live-state calls counted by the watcher")
+		})
+	}
+	t.Run("an unknown setting is refused", func(t *testing.T) {
+		_, err := NewWatcher(WatcherOptions{Client: &fakeArgo{}, HookLeakCheck: "sometimes"})
+		require.ErrorContains(t, err, "want auto, always or never")
+	})
+}
+
+// loopHarness drives a watcher's loop by hand: inputs are handled in the test's goroutine, so a read can be held
+// in flight while updates arrive.
+type loopHarness struct {
+	l    *loop
+	fake *fakeArgo
+	sink reports
+}
+
+func newLoopHarness(t *testing.T, version string) *loopHarness {
+	fake := &fakeArgo{version: version, entered: make(chan struct{}, 16), release: make(chan struct{})}
+	w, err := NewWatcher(WatcherOptions{Client: fake, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	w.version.Store(version)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &loopHarness{fake: fake, sink: make(reports, 64)}
+	h.l = &loop{w: w, ctx: ctx, sink: h.sink, apps: map[string]*appState{}}
+	t.Cleanup(func() { cancel(); h.l.stopTimers() })
+	return h
+}
+
+// update delivers a new version of a (a refresh: only the resourceVersion and reconciledAt move) unless op is set.
+func (h *loopHarness) update(a v1alpha1.Application, rv int, op *v1alpha1.OperationState) {
+	a.ResourceVersion = strconv.Itoa(rv)
+	a.Status.ReconciledAt = ago(-time.Duration(rv) * time.Second)
+	if op != nil {
+		a.Status.OperationState = op
+	}
+	h.l.handle(input{kind: inEvent, ev: watch.Modified, app: &a})
+}
+
+// finish lets every held read return and handles inputs until no read is running; it returns the reports made.
+func (h *loopHarness) finish(t *testing.T) int {
+	t.Helper()
+	close(h.fake.release)
+	for {
+		st := h.l.apps[Subject("", "argocd", "shop")]
+		if !st.fetching {
+			break
+		}
+		select {
+		case in := <-h.l.w.in:
+			h.l.handle(in)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read never returned")
+		}
+	}
+	return len(h.sink)
+}
+
+func TestOneReadPerOperationDespiteConcurrentUpdates(t *testing.T) {
+	stuck := *app(runningOp(time.Hour, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning))
+	stuck.ResourceVersion = "100"
+	tests := []struct {
+		name    string
+		app     v1alpha1.Application
+		version string
+	}{
+		{"a stuck application is read once while refreshes arrive during the read", stuck, "v2.14.21"},
+		{"a healthy application whose sync ran hooks is read once on a v3 server while refreshes arrive", hookedHealthy(), "v3.0.4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newLoopHarness(t, tt.version)
+			h.l.handle(input{kind: inListed, apps: []v1alpha1.Application{tt.app}})
+			<-h.fake.entered
+			for rv := 101; rv <= 105; rv++ {
+				h.update(tt.app, rv, nil)
+			}
+			require.Equal(t, 1, h.finish(t), "one report, once the read returned")
+			require.Equal(t, int64(1), h.fake.trees.Load(), "one ResourceTree")
+			require.Equal(t, "105", h.l.apps[Subject("", "argocd", "shop")].app.ResourceVersion, "the report is about the latest version")
+		})
+	}
+
+	t.Run("a new operation during a read is read once more when the first read returns", func(t *testing.T) {
+		h := newLoopHarness(t, "v2.14.21")
+		h.l.handle(input{kind: inListed, apps: []v1alpha1.Application{stuck}})
+		<-h.fake.entered
+		moved := runningOp(time.Hour, "waiting for completion of hook batch/Job/seed", synccommon.OperationRunning)
+		h.update(stuck, 101, moved)
+		h.update(stuck, 102, moved)
+		h.finish(t)
+		require.Equal(t, int64(2), h.fake.trees.Load())
+	})
+	t.Run("a trigger during a read is served by one more read", func(t *testing.T) {
+		h := newLoopHarness(t, "v2.14.21")
+		h.l.handle(input{kind: inListed, apps: []v1alpha1.Application{stuck}})
+		<-h.fake.entered
+		h.l.handle(input{kind: inTrigger, key: Subject("", "argocd", "shop")})
+		h.update(stuck, 101, nil)
+		h.finish(t)
+		require.Equal(t, int64(2), h.fake.trees.Load())
+	})
+}
