@@ -72,6 +72,11 @@ type Incident struct {
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Notes is where notifiers keep what they need across restarts (the Slack channel and thread ts).
 	Notes map[string]string `json:"notes,omitempty"`
+	// Seq numbers the incident's transitions; Outbox keeps those some notifier has not delivered yet and Delivered
+	// the last one each notifier delivered (see Tracker.ResumeDelivery, outbox.go).
+	Seq       int            `json:"seq,omitempty"`
+	Outbox    []OutboxEntry  `json:"outbox,omitempty"`
+	Delivered map[string]int `json:"delivered,omitempty"`
 }
 
 // IsOpen reports whether the incident is not resolved.
@@ -108,6 +113,7 @@ func (i *Incident) Clone() Incident {
 		c.ResolvedAt = &t
 	}
 	c.Finding.Evidence = append([]Evidence(nil), i.Finding.Evidence...)
+	c.Outbox, c.Delivered = cloneOutbox(i.Outbox, i.Delivered)
 	return c
 }
 
@@ -140,6 +146,8 @@ type Event struct {
 	Incident Incident  `json:"incident"`
 	// Attempt is the attempt for EventRemediating and EventRemediated.
 	Attempt *Attempt `json:"attempt,omitempty"`
+	// Seq is the transition's number within its incident when delivery is durable (Tracker.ResumeDelivery), else 0.
+	Seq int `json:"seq,omitempty"`
 }
 
 // Publisher receives the events of the tracker (the notify.Dispatcher). Publish must not block for long.

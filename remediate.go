@@ -257,6 +257,7 @@ func (t *Tracker) recordAttempt(ctx context.Context, id string, a Attempt, kind 
 	}
 	now := t.o.Now()
 	inc.UpdatedAt = now
+	ev := t.event(kind, inc, &a, now) // before saving: the outbox entry is saved with the attempt
 	t.saveLocked(ctx)
-	t.o.Publisher.Publish(t.event(kind, inc, &a, now))
+	t.o.Publisher.Publish(ev)
 }

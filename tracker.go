@@ -44,6 +44,7 @@ type Tracker struct {
 	incidents map[string]*Incident // by ID
 	open      map[string]string    // fingerprint → ID of the open incident
 	synced    bool                 // memory merged with the store since this replica became leader
+	notifiers []string             // destinations whose deliveries the outbox tracks (nil: outbox off)
 }
 
 var _ Sink = (*Tracker)(nil)
@@ -199,11 +200,13 @@ func materialChange(a, b Finding) bool {
 }
 
 func (t *Tracker) event(kind EventKind, inc *Incident, a *Attempt, now time.Time) Event {
-	ev := Event{Kind: kind, At: now, Incident: inc.Clone()}
+	ev := Event{Kind: kind, At: now}
 	if a != nil {
 		c := *a
 		ev.Attempt = &c
 	}
+	t.enqueueLocked(inc, &ev)
+	ev.Incident = eventSnapshot(inc)
 	return ev
 }
 
@@ -275,9 +278,7 @@ func (t *Tracker) syncLocked(ctx context.Context) error {
 	if len(events) > 0 {
 		t.saveLocked(ctx)
 	}
-	for _, ev := range events {
-		t.o.Publisher.Publish(ev)
-	}
+	t.publishSyncedLocked(events)
 	t.o.Log.Info("incidents loaded", "open", len(open), "total", len(merged))
 	return nil
 }

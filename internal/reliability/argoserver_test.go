@@ -1,0 +1,162 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// operationEffects counts, from the apiserver's own watch of an Application, how many times its operation was
+// turned Terminating and how many new syncs were requested (Sync sets .operation and clears the operation state).
+type operationEffects struct {
+	mu                  sync.Mutex
+	terminations, syncs int
+}
+
+func countOperationEffects(t *testing.T, argo *testenv.ArgoCDServer, app string) *operationEffects {
+	t.Helper()
+	apps, err := appclientset.NewForConfig(argo.Env.Config)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cur, err := apps.ArgoprojV1alpha1().Applications(argo.Namespace).Get(ctx, app, metav1.GetOptions{})
+	require.NoError(t, err)
+	w, err := apps.ArgoprojV1alpha1().Applications(argo.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: cur.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", app).String()})
+	require.NoError(t, err)
+	c := &operationEffects{}
+	go func() {
+		defer w.Stop()
+		prev := cur
+		for ev := range w.ResultChan() {
+			a, ok := ev.Object.(*v1alpha1.Application)
+			if !ok {
+				continue
+			}
+			c.mu.Lock()
+			if phaseOf(a) == synccommon.OperationTerminating && phaseOf(prev) != synccommon.OperationTerminating {
+				c.terminations++
+			}
+			if a.Operation != nil && a.Status.OperationState == nil && prev.Status.OperationState != nil {
+				c.syncs++
+			}
+			c.mu.Unlock()
+			prev = a
+		}
+	}()
+	return c
+}
+
+func (c *operationEffects) counts() (terminations, syncs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.terminations, c.syncs
+}
+
+func phaseOf(a *v1alpha1.Application) synccommon.OperationPhase {
+	if a.Status.OperationState == nil {
+		return ""
+	}
+	return a.Status.OperationState.Phase
+}
+
+// outageAtTermination plays the application controller, which the tests do not run: when app's operation turns
+// Terminating (what TerminateOperation writes), argocd-server becomes unreachable for syncmedic (outage), the
+// controller completes the termination as Failed "Operation terminated" meanwhile, and after down the server is
+// reachable again (restore) — an argocd-server restart between TerminateOperation and Sync.
+func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, outage, restore func(), down time.Duration) {
+	t.Helper()
+	apps, err := appclientset.NewForConfig(argo.Env.Config)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := apps.ArgoprojV1alpha1().Applications(argo.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", app).String()})
+	require.NoError(t, err)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			a, ok := ev.Object.(*v1alpha1.Application)
+			if !ok || phaseOf(a) != synccommon.OperationTerminating {
+				continue
+			}
+			outage()
+			st := a.Status.OperationState.DeepCopy()
+			now := metav1.Now()
+			st.Phase, st.Message, st.FinishedAt = synccommon.OperationFailed, "Operation terminated", &now
+			argo.SetOperationState(t, app, st)
+			time.AfterFunc(down, restore)
+			return
+		}
+	}()
+}
+
+// argocd-server unreachable for two seconds between TerminateOperation and Sync (a server restart mid-remediation):
+// the remedy completes, exactly once — one termination and one new sync in the apiserver — and the incident
+// resolves.
+func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
+	proxy := newTCPProxy(t, argo.Addr)
+	s := testenv.ScenarioHookCompletionMissed(t, argo, "checkout", 0)
+	effects := countOperationEffects(t, argo, s.App.Name)
+	restored := make(chan struct{})
+	outageAtTermination(t, argo, s.App.Name, proxy.Down, func() { proxy.Up(); close(restored) }, 2*time.Second)
+	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n")
+	subject := argocd.Subject("", argo.Namespace, s.App.Name)
+
+	missed := func() []syncmedic.Incident {
+		var out []syncmedic.Incident
+		for _, inc := range p.incidents(subject) {
+			if inc.Finding.Rule == syncmedic.RuleHookCompletionMissed {
+				out = append(out, inc)
+			}
+		}
+		return out
+	}
+	eventually(t, 60*time.Second, func() (bool, string) {
+		incs := missed()
+		if len(incs) != 1 || incs[0].IsOpen() {
+			return false, fmt.Sprintf("want one resolved incident, got %d: %+v", len(incs), incs)
+		}
+		term, syncs := effects.counts()
+		return term == 1 && syncs == 1, "operation effects so far"
+	})
+	select {
+	case <-restored:
+	default:
+		t.Fatal("the remedy finished while argocd-server was still unreachable")
+	}
+	inc := missed()[0]
+	t.Run("one attempt, succeeded, that terminated and synced", func(t *testing.T) {
+		real := realAttempts(inc)
+		require.Len(t, real, 1, "%+v", real)
+		require.Equal(t, syncmedic.ResultSucceeded, real[0].Result, real[0].Error)
+		steps := strings.Join(real[0].Steps, "\n")
+		require.Contains(t, steps, "TerminateOperation")
+		require.Contains(t, steps, "Sync app=")
+	})
+	t.Run("the apiserver saw one termination and one new sync of the same revision", func(t *testing.T) {
+		term, syncs := effects.counts()
+		require.Equal(t, 1, term)
+		require.Equal(t, 1, syncs)
+		a := &v1alpha1.Application{}
+		require.NoError(t, env.Client.Get(context.Background(), keyOf(argo.Namespace, s.App.Name), a))
+		require.NotNil(t, a.Operation)
+		require.Equal(t, testenv.Revision, a.Operation.Sync.Revision)
+	})
+}
