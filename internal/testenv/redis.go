@@ -28,7 +28,7 @@ func Redis(t testing.TB) string {
 }
 
 func redisPath() (string, error) {
-	if bin, err := binDir(); err == nil {
+	if bin, err := BinDir(); err == nil {
 		if p := filepath.Join(bin, "redis-server"); isExecutable(p) {
 			return p, nil
 		}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,6 +15,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
 // Controller is a running notification-controller process.
@@ -45,7 +46,7 @@ func Start(t testing.TB, cfg *rest.Config, kubeconfig string) *Controller {
 	if testing.Short() {
 		t.Skip("fluxnc: end-to-end test skipped under -short")
 	}
-	bin, err := binDir()
+	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatalf("fluxnc: %v", err)
 	}
@@ -149,26 +150,4 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(bytes.ToValidUTF8(b, nil))
-}
-
-// binDir is $SYNCMEDIC_BIN, else bin/ at the root of the syncmedic module (the same rule as testenv).
-func binDir() (string, error) {
-	if d := os.Getenv("SYNCMEDIC_BIN"); d != "" {
-		return d, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/syncmedic/syncmedic\n") {
-			return filepath.Join(dir, "bin"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("cannot find the syncmedic module root above the working directory; set SYNCMEDIC_BIN")
-		}
-		dir = parent
-	}
 }
