@@ -41,10 +41,12 @@ type Client interface {
 	VersionClient
 }
 
-// APIClient joins the generated Argo CD clients into a Client.
+// APIClient joins the generated Argo CD clients into a Client, and answers CanI (AccountClient) for the
+// permission preflights.
 type APIClient struct {
 	application.ApplicationServiceClient
 	versionpkg.VersionServiceClient
+	AccountClient
 	closers []io.Closer
 }
 
@@ -52,6 +54,7 @@ var (
 	_ ApplicationClient = application.ApplicationServiceClient(nil)
 	_ VersionClient     = versionpkg.VersionServiceClient(nil)
 	_ Client            = (*APIClient)(nil)
+	_ AccountClient     = (*APIClient)(nil)
 )
 
 // Close closes the gRPC connections.
@@ -121,7 +124,8 @@ func Dial(o ClientOptions) (*APIClient, error) {
 	return FromAPIClient(c)
 }
 
-// FromAPIClient opens the application and version services of an apiclient.Client (as the argocd CLI builds it).
+// FromAPIClient opens the application, version and account services of an apiclient.Client (as the argocd CLI
+// builds it).
 func FromAPIClient(c apiclient.Client) (*APIClient, error) {
 	appCloser, apps, err := c.NewApplicationClient()
 	if err != nil {
@@ -132,7 +136,13 @@ func FromAPIClient(c apiclient.Client) (*APIClient, error) {
 		_ = appCloser.Close()
 		return nil, fmt.Errorf("argocd version client: %w", err)
 	}
-	return &APIClient{ApplicationServiceClient: apps, VersionServiceClient: ver, closers: []io.Closer{appCloser, verCloser}}, nil
+	accCloser, acc, err := c.NewAccountClient()
+	if err != nil {
+		_, _ = appCloser.Close(), verCloser.Close()
+		return nil, fmt.Errorf("argocd account client: %w", err)
+	}
+	return &APIClient{ApplicationServiceClient: apps, VersionServiceClient: ver, AccountClient: acc,
+		closers: []io.Closer{appCloser, verCloser, accCloser}}, nil
 }
 
 // redact removes secret from s.

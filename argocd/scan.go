@@ -20,18 +20,27 @@ type ScanOptions struct {
 	AppNamespace string
 	UIURL        string
 	Thresholds   Thresholds
+	// Access answers CanI for the permission preflight (default: Client, when it implements AccountClient).
+	Access AccountClient
 }
 
 // Scan lists the applications once and evaluates each at now, reading live hooks only for suspicious applications
 // (the same choice the Watcher makes with HookLeakAlways: whatever the server version, an application whose last
 // operation ran hooks gets one look, so a one-shot scan also finds the orphans a past v2.14.3 left). Problems are
-// applications whose live state could not be read; they are still judged on what the application says.
+// applications whose live state could not be read; they are still judged on what the application says. An account
+// that may not get the scanned applications (CanI, see CheckWatch) is refused with an *AccessError rather than
+// reported as having nothing stuck, since argocd-server would list none of them.
 func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
 	if o.Client == nil {
 		return nil, nil, errors.New("argocd scan: no client")
 	}
 	if o.Thresholds == (Thresholds{}) {
 		o.Thresholds = DefaultThresholds()
+	}
+	if a := accessOf(o.Access, o.Client); a != nil {
+		if err := CheckWatch(ctx, a, WatchScope(o.Projects, o.AppNamespace)); syncmedic.IsPermanent(err) {
+			return nil, nil, err
+		}
 	}
 	version := ""
 	if v, err := o.Client.Version(ctx, &emptypb.Empty{}); err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,11 @@ type WatcherOptions struct {
 	Log          *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Access answers CanI for the permission preflight at every (re)connect (default: Client, when it implements
+	// AccountClient, as APIClient does). AccessRecheck is how often CanI is asked again while the account may not get
+	// the watched applications (default 30s).
+	Access        AccountClient
+	AccessRecheck time.Duration
 }
 
 // WatcherStats count what a Watcher did, for metrics and the benchmark.
@@ -73,6 +79,10 @@ type Watcher struct {
 	// listed is set once the first full list arrived; lastErr is the last stream error (nil while healthy).
 	listed  atomic.Bool
 	lastErr atomic.Value
+	// access answers the permission preflight (nil: no preflight); accessSt is its last conclusion.
+	access   AccountClient
+	accessMu sync.Mutex
+	accessSt accessState
 }
 
 var _ syncmedic.Source = (*Watcher)(nil)
@@ -111,7 +121,10 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	w := &Watcher{o: o, in: make(chan input, 256), sem: make(chan struct{}, o.Fetchers)}
+	if o.AccessRecheck <= 0 {
+		o.AccessRecheck = 30 * time.Second
+	}
+	w := &Watcher{o: o, in: make(chan input, 256), sem: make(chan struct{}, o.Fetchers), access: accessOf(o.Access, o.Client)}
 	w.version.Store("")
 	return w, nil
 }
@@ -122,7 +135,8 @@ func (w *Watcher) Stats() WatcherStats {
 		Reconnects: w.stats.reconnects.Load(), Apps: w.stats.apps.Load()}
 }
 
-// Ready returns nil once the watcher has listed the applications and its stream is healthy, else why not.
+// Ready returns nil once the watcher has listed the applications, its stream is healthy and the account may get
+// the watched applications (see AccessError), else why not.
 func (w *Watcher) Ready() error {
 	if e, _ := w.lastErr.Load().(errBox); e.err != nil {
 		return e.err
@@ -130,7 +144,7 @@ func (w *Watcher) Ready() error {
 	if !w.listed.Load() {
 		return errors.New("argocd watcher: applications not listed yet")
 	}
-	return nil
+	return w.accessDenied()
 }
 
 // errBox lets atomic.Value hold a nil error.
@@ -272,8 +286,11 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	} else {
 		w.o.Log.Debug("argocd version unavailable", "instance", w.o.Instance, "error", err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := w.preflight(sctx, cancel); err != nil {
+		return false, err
+	}
 	stream, err := w.o.Client.Watch(sctx, w.query())
 	if err != nil {
 		return false, classify(CallWatch, "(all applications)", err)
@@ -290,6 +307,9 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
+			if errors.Is(context.Cause(sctx), errAccessGranted) {
+				return true, errAccessGranted
+			}
 			return true, classify(CallWatch, "(all applications)", err)
 		}
 		w.stats.events.Add(1)

@@ -39,6 +39,8 @@ type serveDeps struct {
 	// Trigger asks for an immediate re-evaluation of a subject (an accepted Flux event, say); components that own
 	// the subject register a handler for their prefix with Triggers.Handle.
 	Triggers *triggers
+	// Policy returns the remediation policy in force (nil in tests that build deps by hand).
+	Policy func() *syncmedic.Policy
 }
 
 // serveParts is what a started component contributes.

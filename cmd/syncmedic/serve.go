@@ -195,7 +195,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 		}
 		d.elector, leading = el, el.IsLeader
 	}
-	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}}
+	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}, Policy: policy.Get}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {
 		p, err := c.start(ctx, deps)

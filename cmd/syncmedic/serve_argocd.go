@@ -111,6 +111,12 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	}
 	src := syncmedic.SourceFunc(func(ctx context.Context, sink syncmedic.Sink) error {
 		defer c.Close()
+		if d.Policy != nil {
+			// Warn now, not at the first incident, when the account cannot apply what the policy sets to auto.
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			argocd.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
+			cancel()
+		}
 		return w.Run(ctx, sink)
 	})
 	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: w.Ready}, nil

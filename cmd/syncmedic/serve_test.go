@@ -131,12 +131,21 @@ func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
 	go func() { defer close(done); _ = h.reload(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	require.NoError(t, os.WriteFile(file, []byte("killSwitch: true\n"), 0o600))
+	replaceFile(t, file, "killSwitch: true\n")
 	require.Eventually(t, func() bool { return h.Get().KillSwitch }, 5*time.Second, 10*time.Millisecond, "the kill switch takes effect without a restart")
 
-	require.NoError(t, os.WriteFile(file, []byte("killSwitch: maybe\n"), 0o600))
+	replaceFile(t, file, "killSwitch: maybe\n")
 	require.Eventually(t, func() bool {
 		return bytes.Contains([]byte(logs.String()), []byte("the previous policy stays in force"))
 	}, 5*time.Second, 10*time.Millisecond)
 	require.True(t, h.Get().KillSwitch)
+}
+
+// replaceFile swaps path's content atomically, as the kubelet updates a mounted ConfigMap: a reader never sees a
+// half-written (or truncated, empty) file.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
 }

@@ -1,0 +1,237 @@
+package argocd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// cani answers CanI from a table "action object" → answer ("yes", "no", or an error), for unit tests of the
+// message and permission logic; the end-to-end tests ask the real argocd-server.
+type cani struct {
+	mu      sync.Mutex
+	answers map[string]any
+	asked   []string
+}
+
+func (c *cani) set(key string, answer any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answers[key] = answer
+}
+
+func (c *cani) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.asked)
+}
+
+// lockedBuffer is a log destination safe for the watcher's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (c *cani) CanI(_ context.Context, in *accountpkg.CanIRequest, _ ...grpc.CallOption) (*accountpkg.CanIResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := in.Action + " " + in.Subresource
+	c.asked = append(c.asked, key)
+	switch a := c.answers[key].(type) {
+	case error:
+		return nil, a
+	case string:
+		return &accountpkg.CanIResponse{Value: a}, nil
+	}
+	return &accountpkg.CanIResponse{Value: "no"}, nil
+}
+
+func TestWatchScope(t *testing.T) {
+	tests := []struct {
+		name         string
+		projects     []string
+		appNamespace string
+		want         []string
+	}{
+		{"no project asks for every application", nil, "", []string{"*/*"}},
+		{"each project asks for its applications", []string{"shop", "infra"}, "", []string{"shop/*", "infra/*"}},
+		{"an app namespace is the middle part of the object", []string{"shop"}, "apps", []string{"shop/apps/*"}},
+		{"an app namespace without project asks for every project there", nil, "apps", []string{"*/apps/*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, WatchScope(tt.projects, tt.appNamespace))
+		})
+	}
+}
+
+func TestAccessErrorMessage(t *testing.T) {
+	t.Run("one missing permission names it and the exact policy line", func(t *testing.T) {
+		msg := (&AccessError{Missing: []Permission{{Action: ActionGet, Object: "*/*"}}}).Error()
+		require.Contains(t, msg, "lacks the RBAC permission `applications, get, */*`")
+		require.Contains(t, msg, "`p, role:syncmedic, applications, get, */*, allow`")
+		require.Contains(t, msg, "`g, <account>, role:syncmedic`")
+		require.Contains(t, msg, "silently leaves the applications an account may not get out of Watch and List")
+		require.Contains(t, msg, "--argocd-project")
+	})
+	t.Run("several projects are each named with their own line", func(t *testing.T) {
+		msg := (&AccessError{Missing: []Permission{{Action: ActionGet, Object: "shop/*"}, {Action: ActionGet, Object: "infra/*"}}}).Error()
+		require.Contains(t, msg, "`applications, get, shop/*` and `applications, get, infra/*`")
+		require.Contains(t, msg, "`p, role:syncmedic, applications, get, shop/*, allow` and `p, role:syncmedic, applications, get, infra/*, allow`")
+	})
+}
+
+func TestCheckWatch(t *testing.T) {
+	t.Run("an account that may get every watched application passes", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"get shop/*": "yes", "get infra/*": "yes"}}
+		require.NoError(t, CheckWatch(context.Background(), c, []string{"shop/*", "infra/*"}))
+		require.Equal(t, []string{"get shop/*", "get infra/*"}, c.asked)
+	})
+	t.Run("a refused project is a permanent access error naming only that project", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"get shop/*": "yes"}}
+		err := CheckWatch(context.Background(), c, []string{"shop/*", "infra/*"})
+		require.True(t, syncmedic.IsPermanent(err))
+		require.True(t, IsAccessDenied(err))
+		var ae *AccessError
+		require.True(t, errors.As(err, &ae))
+		require.Equal(t, []Permission{{Action: ActionGet, Object: "infra/*"}}, ae.Missing)
+	})
+	t.Run("a refused token is permanent but not an access error", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"get */*": status.Error(codes.Unauthenticated, "invalid session")}}
+		err := CheckWatch(context.Background(), c, []string{"*/*"})
+		require.True(t, syncmedic.IsPermanent(err))
+		require.False(t, IsAccessDenied(err))
+		require.ErrorContains(t, err, "token")
+	})
+	t.Run("an unreachable server is neither", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"get */*": status.Error(codes.Unavailable, "connection refused")}}
+		err := CheckWatch(context.Background(), c, []string{"*/*"})
+		require.Error(t, err)
+		require.False(t, syncmedic.IsPermanent(err))
+	})
+}
+
+func autoPolicy(rules map[syncmedic.RuleID]syncmedic.RulePolicy) *syncmedic.Policy {
+	p := syncmedic.DefaultPolicy()
+	p.Rules = rules
+	return p
+}
+
+func TestRemedyPermissions(t *testing.T) {
+	auto := syncmedic.RulePolicy{Mode: syncmedic.ModeAuto}
+	tests := []struct {
+		name    string
+		policy  *syncmedic.Policy
+		version string
+		want    []Permission
+	}{
+		{"the default policy acts on nothing and needs nothing", syncmedic.DefaultPolicy(), "v2.14.21", []Permission{}},
+		{"the kill switch needs nothing", func() *syncmedic.Policy {
+			p := autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleOperationStuck: auto})
+			p.KillSwitch = true
+			return p
+		}(), "v2.14.21", nil},
+		{"terminating and syncing needs sync on the watched scope",
+			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleOperationStuck: auto}), "v2.14.21",
+			[]Permission{{ActionSync, "*/*"}}},
+		{"the finalizer remedy on a v2 server needs update and sync",
+			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v2.14.21+abc",
+			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}}},
+		{"the finalizer remedy on a v3 server also needs the fine-grained update/*",
+			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v3.1.0",
+			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}, {ActionUpdateAny, "*/*"}}},
+		{"the projects the policy allows replace the watched scope",
+			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookCompletionMissed: {Mode: syncmedic.ModeAuto, Projects: []string{"remediable"}}}), "v2.14.21",
+			[]Permission{{ActionSync, "remediable/*"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := RemedyPermissions(tt.policy, []string{"*/*"}, tt.version)
+			if len(tt.want) == 0 {
+				require.Empty(t, got)
+				return
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestCheckRemedies(t *testing.T) {
+	perms := []Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}, {ActionUpdateAny, "*/*"}}
+	t.Run("an account with every permission is OK", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"sync */*": "yes", "update */*": "yes", "update/* */*": "yes"}}
+		res, err := CheckRemedies(context.Background(), c, perms)
+		require.NoError(t, err)
+		require.True(t, res.OK())
+		require.Empty(t, res.Warning())
+	})
+	t.Run("a missing permission and a question the server cannot answer are both in the warning", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"sync */*": "yes", "update */*": "no",
+			"update/* */*": status.Error(codes.InvalidArgument, "[get create update delete sync override action invoke] does not contain update/*")}}
+		res, err := CheckRemedies(context.Background(), c, perms)
+		require.NoError(t, err)
+		require.Equal(t, []Permission{{ActionUpdate, "*/*"}}, res.Missing)
+		require.Equal(t, []Permission{{ActionUpdateAny, "*/*"}}, res.Unverified)
+		w := res.Warning()
+		require.Contains(t, w, "lacks `applications, update, */*`")
+		require.Contains(t, w, "they will be refused")
+		require.Contains(t, w, "`p, role:syncmedic, applications, update, */*, allow`")
+		require.Contains(t, w, "cannot check `applications, update/*, */*`")
+		require.Contains(t, w, "`p, role:syncmedic, applications, update/*, */*, allow`")
+	})
+	t.Run("a server that cannot be reached is an error, not a verdict", func(t *testing.T) {
+		c := &cani{answers: map[string]any{"sync */*": status.Error(codes.Unavailable, "connection refused")}}
+		_, err := CheckRemedies(context.Background(), c, perms)
+		require.Error(t, err)
+	})
+}
+
+func TestWatcherReadyFollowsThePreflight(t *testing.T) {
+	access := &cani{answers: map[string]any{}}
+	logs := &lockedBuffer{}
+	w, err := NewWatcher(WatcherOptions{Client: &fakeArgo{version: "v2.14.21"}, Access: access, AccessRecheck: 10 * time.Millisecond,
+		MinBackoff: time.Millisecond, Projects: []string{"shop"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, make(reports, 1024)) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	t.Run("an account that may not get the project is not ready, and says which line to add", func(t *testing.T) {
+		require.Eventually(t, func() bool { return IsAccessDenied(w.Ready()) }, 10*time.Second, 5*time.Millisecond)
+		require.ErrorContains(t, w.Ready(), "`p, role:syncmedic, applications, get, shop/*, allow`")
+		require.Eventually(t, func() bool { return access.count() >= 3 }, 10*time.Second, 5*time.Millisecond, "asked again while refused")
+		require.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "the refusal is logged once: %s", logs.String())
+		require.Contains(t, logs.String(), "applications, get, shop/*")
+	})
+	t.Run("once granted, the watcher re-lists and is ready", func(t *testing.T) {
+		access.set("get shop/*", "yes")
+		require.Eventually(t, func() bool { return w.Ready() == nil }, 10*time.Second, 5*time.Millisecond)
+		require.GreaterOrEqual(t, w.Stats().Reconnects, int64(1), "the stream was re-opened to list what it could not see")
+	})
+}
