@@ -185,7 +185,8 @@ func (r *Receiver) handle(ctx context.Context, ev *Event) {
 }
 
 // jsonContentType accepts what notification-controller sends (application/json), any +json type, and no
-// Content-Type at all (curl -d without -H, older senders); anything else declared is refused with 415.
+// Content-Type at all; anything else declared (curl -d sends application/x-www-form-urlencoded unless told
+// otherwise) is refused with 415 and a message saying what to send.
 func jsonContentType(ct string) bool {
 	if ct == "" {
 		return true
