@@ -279,3 +279,15 @@ func splitWhere(where string) (string, int) {
 	}
 	return where, 0
 }
+
+// AddLive adds objects read from a live cluster (a List of one kind) and records that the kind was looked at, even
+// when the list is empty, so rules can tell "absent" from "not looked at" exactly as for a dump.
+func (s *Snapshot) AddLive(gk schema.GroupKind, objs []unstructured.Unstructured) {
+	if s.kinds == nil {
+		s.kinds = map[schema.GroupKind]bool{}
+	}
+	s.kinds[gk] = true
+	for i := range objs {
+		s.Objects = append(s.Objects, &objs[i])
+	}
+}

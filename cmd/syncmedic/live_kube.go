@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/snapshot"
+)
+
+func init() { liveSourceBuilders = append(liveSourceBuilders, kubeLiveSources) }
+
+// liveList is one list a live cluster scan makes: what the kube and Flux rules read, as a dump would hold it.
+type liveList struct {
+	gvr schema.GroupVersionResource
+	gk  schema.GroupKind
+	// name, when set, lists only the object(s) of that name (a field selector), in every namespace.
+	name string
+}
+
+// liveLists are the kinds `scan --kubeconfig` reads. Pods are left out on purpose (a cluster has too many, and the
+// Argo CD part reads hook Pods through the Argo CD API); the two Deployments give the version advisories.
+var liveLists = []liveList{
+	{gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, gk: schema.GroupKind{Group: "batch", Kind: "Job"}},
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, gk: schema.GroupKind{Kind: "PersistentVolumeClaim"}},
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, gk: schema.GroupKind{Kind: "Service"}},
+	{gvr: schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, gk: schema.GroupKind{Group: "discovery.k8s.io", Kind: "EndpointSlice"}},
+	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}},
+	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}},
+	{gvr: schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}, gk: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}},
+	{gvr: schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}, gk: schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}},
+	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, gk: schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, name: "helmreleases.helm.toolkit.fluxcd.io"},
+	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "argocd-server"},
+	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "helm-controller"},
+}
+
+// kubeLiveSources is the live cluster part of `scan` and `fix`: with --kubeconfig it lists the kinds above and runs
+// the same rules as a snapshot scan over them (one code path for dumps and live clusters).
+func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, error) {
+	if o.kubeconfig == "" {
+		return nil, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	return []findingSource{{name: "cluster " + cfg.Host, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+		s, problems, err := listLive(ctx, dyn)
+		if err != nil {
+			return nil, nil, err
+		}
+		obs := s.Observe()
+		for _, p := range obs.Problems {
+			problems = append(problems, p.String())
+		}
+		return snapshot.Scan(obs, now, th), problems, nil
+	}}}, nil
+}
+
+// listLive reads liveLists into a Snapshot. A kind the cluster does not serve (no Argo Workflows, no Flux) is
+// skipped and named in the problems, so no rule claims its objects are missing; any other error fails the scan.
+func listLive(ctx context.Context, dyn dynamic.Interface) (*snapshot.Snapshot, []string, error) {
+	s := &snapshot.Snapshot{}
+	var problems []string
+	for _, l := range liveLists {
+		opts := metav1.ListOptions{}
+		if l.name != "" {
+			opts.FieldSelector = "metadata.name=" + l.name
+		}
+		list, err := dyn.Resource(l.gvr).List(ctx, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+			problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped", l.gvr.GroupResource()))
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("listing %s: %w", l.gvr.GroupResource(), err)
+		}
+		s.AddLive(l.gk, list.Items)
+	}
+	return s, problems, nil
+}
