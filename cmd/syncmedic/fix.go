@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -50,8 +49,8 @@ func newFixCommand() *cobra.Command {
 }
 
 func runFix(cmd *cobra.Command, o *fixOptions, fingerprint string) error {
-	if !o.live.argocd.enabled() {
-		return &exitError{code: exitUsage, err: errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN)")}
+	if !o.live.argocd.enabled() && o.live.kubeconfig == "" {
+		return &exitError{code: exitUsage, err: errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN) for Argo CD remedies, --kubeconfig for Flux and Argo Workflows remedies")}
 	}
 	sources, err := liveSources(&o.live, o.thresholds)
 	if err != nil {
@@ -80,19 +79,15 @@ func runFix(cmd *cobra.Command, o *fixOptions, fingerprint string) error {
 		printManual(out, found.Remedy)
 		return &exitError{code: exitUsage, err: fmt.Errorf("rule %s only notifies: it has no automatic remedy", found.Rule)}
 	}
-	c, err := argocd.Dial(o.live.argocd.clientOptions())
+	rems, closeAll, err := fixRemediers(&o.live, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	defer c.Close()
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))})
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	r, ok := rem.Remediers()[found.Remedy.Action]
+	defer closeAll()
+	r, ok := rems[found.Remedy.Action]
 	if !ok {
 		printManual(out, found.Remedy)
-		return &exitError{code: exitUsage, err: fmt.Errorf("action %s cannot be applied by fix through Argo CD", found.Remedy.Action)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("action %s needs %s", found.Remedy.Action, neededSource(found.Remedy.Action))}
 	}
 	outcome, err := r.Remediate(cmd.Context(), *found, !o.yes)
 	printOutcome(out, outcome)
