@@ -70,6 +70,9 @@ func (t *Tracker) ResumeDelivery(_ context.Context, notifiers ...string) {
 	}
 }
 
+// Leading reports whether this replica leads: only the leader notifies (and remediates).
+func (t *Tracker) Leading() bool { return t.o.Leader() }
+
 // LastDelivered returns the number of the last transition of incident id that notifier delivered (0: none).
 func (t *Tracker) LastDelivered(id, notifier string) int {
 	t.mu.Lock()

@@ -188,7 +188,7 @@ func (t *Tracker) newID(fingerprint string, now time.Time) string {
 
 // materialChange reports whether a re-evaluated finding says something new (ages alone are not news).
 func materialChange(a, b Finding) bool {
-	if a.Summary != b.Summary || a.Severity != b.Severity || !reflect.DeepEqual(a.Remedy, b.Remedy) || len(a.Evidence) != len(b.Evidence) {
+	if !sameSummary(a.Summary, b.Summary) || a.Severity != b.Severity || !reflect.DeepEqual(a.Remedy, b.Remedy) || len(a.Evidence) != len(b.Evidence) {
 		return true
 	}
 	for i := range a.Evidence {

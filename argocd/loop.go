@@ -28,6 +28,7 @@ type appState struct {
 	fetching      bool
 	fetchSig      string
 	pending       bool // another read is wanted when the running one returns
+	retry         bool // the last read failed transiently: read again after Resync
 
 	timer    *time.Timer
 	timerGen uint64
@@ -179,12 +180,18 @@ func (l *loop) fetched(in input) {
 	}
 	readFor := st.liveSig
 	st.fetching = false
-	st.liveSig, st.liveAt = st.fetchSig, l.w.o.Now()
+	st.liveSig, st.liveAt, st.retry = st.fetchSig, l.w.o.Now(), false
+	transient := in.err != nil && !syncmedic.IsPermanent(in.err)
+	if transient {
+		// Not read: the one look of a finished operation, like the reads of a suspicious one, is taken again after
+		// Resync (the timer set by schedule), instead of never.
+		st.liveSig, st.retry = readFor, true
+	}
 	switch {
 	case in.err == nil:
 		st.hooks, st.hooksKnown = in.hooks, true
 		st.finalizerSeen = hasHookFinalizer(in.hooks)
-	case st.hooksKnown && readFor == st.fetchSig && !syncmedic.IsPermanent(in.err):
+	case transient && st.hooksKnown && readFor == st.fetchSig:
 		// A transient failure (argocd-server restarting, a dropped connection) says nothing about the hooks: keep
 		// those last read for this same operation, so an open incident is not taken for resolved meanwhile.
 		l.w.o.Log.Warn("argocd live state unavailable: keeping the hooks last read for this operation", "subject", st.subject, "error", in.err)
@@ -217,7 +224,7 @@ func (l *loop) report(st *appState, now time.Time) {
 // schedule arms st's timer for the next threshold (and, while suspicious, the next resync of live state).
 func (l *loop) schedule(st *appState, obs AppObservation, now time.Time) {
 	next := nextDeadline(obs, now, l.w.o.Thresholds)
-	if !st.liveAt.IsZero() && needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow {
+	if !st.liveAt.IsZero() && (st.retry || needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow) {
 		if r := st.liveAt.Add(l.w.o.Resync); next.IsZero() || r.Before(next) {
 			next = r
 		}

@@ -13,9 +13,12 @@ import (
 
 // memOutbox records deliveries like the tracker does (a fake for this unit test of the wrapper's logic).
 type memOutbox struct {
-	mu   sync.Mutex
-	last map[string]int
+	mu       sync.Mutex
+	last     map[string]int
+	follower bool
 }
+
+func (o *memOutbox) Leading() bool { return !o.follower }
 
 func (o *memOutbox) LastDelivered(id, notifier string) int {
 	o.mu.Lock()
@@ -45,6 +48,7 @@ func TestDurableDestination(t *testing.T) {
 		events    []syncmedic.Event
 		delivered []string
 		last      int
+		follower  bool
 	}{
 		{name: "a delivered transition is recorded and a replay of it is skipped",
 			events:    []syncmedic.Event{numbered(1, syncmedic.EventOpened), numbered(1, syncmedic.EventOpened), numbered(2, syncmedic.EventResolved)},
@@ -53,11 +57,13 @@ func TestDurableDestination(t *testing.T) {
 			script: []error{errors.New("retry")}, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 0},
 		{name: "a refusal for good is recorded, so it is not replayed after every restart",
 			script: []error{errors.New("channel_not_found")}, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 1},
+		{name: "a replica that lost the lead leaves its queued transitions to the new leader",
+			follower: true, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 0},
 		{name: "unnumbered events pass through and record nothing",
 			events: []syncmedic.Event{ev("a", syncmedic.EventOpened), ev("a", syncmedic.EventOpened)}, delivered: []string{"a:opened", "a:opened"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, box := &recorder{script: tc.script}, &memOutbox{}
+			rec, box := &recorder{script: tc.script}, &memOutbox{follower: tc.follower}
 			d := Durable(Destination{Name: "slack", Notifier: rec}, box)
 			require.Equal(t, "slack", d.Name)
 			for _, e := range tc.events {

@@ -15,8 +15,8 @@ import (
 // syncmedic SIGKILLed twice mid-incident — once after announcing it, once after fixing it while Slack was down —
 // loses no incident, announces it in one root message with every step posted once, and applies the remedy once.
 func TestSIGKILLMidIncidentLosesNothingAndRepeatsNothing(t *testing.T) {
+	env := testenv.Kube(t) // skips under -short, before the build
 	bin := buildSyncmedic(t)
-	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	srv := newFakeSlack(t)
 	dir := t.TempDir()

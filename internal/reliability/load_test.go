@@ -141,19 +141,90 @@ func retriesExhausted(hr *helmv2.HelmRelease) {
 }
 
 // With 2,000 Argo CD applications and 1,000 HelmReleases in the real apiserver, 5% of them stuck, the daemon finds
-// every stuck one and flags nothing healthy, and its heap stays flat through a burst of updates of every object.
+// every stuck one, flags nothing healthy and announces each in one Slack thread, and its heap stays flat through a
+// burst of updates of every object.
 func TestLoadFindsEveryStuckObjectAndKeepsMemoryFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test: skipped under -short")
 	}
 	const apps, releases, every = 2000, 1000, 20 // every 20th object is stuck: 5%
+	env := testenv.Kube(t) // skips under -short, before the build
 	bin := buildSyncmedic(t)
-	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{DisableAuth: true})
 	ns := env.Namespace(t)
 	ctx := context.Background()
 
 	start := time.Now()
+	createLoad(t, argo, ns, apps, releases, every)
+	t.Logf("created %d applications and %d HelmReleases in %s", apps, releases, time.Since(start).Round(time.Millisecond))
+
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	srv := newFakeSlack(t)
+	d := startDaemon(t, bin, "--kubeconfig", env.Kubeconfig, "--kube-checks=false", "--kube-events=false",
+		"--flux-namespaces", ns, "--argocd-server", argo.Addr, "--argocd-plaintext", "--operation-stuck-threshold", "1s",
+		"--state-file", state, "--log-level", "warn",
+		"--slack-token-file", writeFile(t, dir, "slack-token", slackToken), "--slack-channel", "#incidents", "--slack-api-url", srv.GetAPIURL())
+	listed := time.Now()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	heap := sampleHeap(sctx, d.addr, 100*time.Millisecond)
+
+	want := sets.New[string]()
+	for i := 0; i < apps; i += every {
+		want.Insert(fmt.Sprintf("argocd/operation-stuck %s/app-%04d", argo.Namespace, i))
+	}
+	for i := 0; i < releases; i += every {
+		want.Insert(fmt.Sprintf("flux/retries-exhausted %s/release-%04d", ns, i))
+	}
+	found := func() sets.Set[string] { return incidentKeys(t, state) }
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		got := found()
+		return got.Equal(want), fmt.Sprintf("%d of %d stuck objects found; missing e.g. %v; unexpected %v",
+			got.Intersection(want).Len(), want.Len(), firstN(want.Difference(got), 3), firstN(got.Difference(want), 3))
+	})
+	detected := time.Now()
+	t.Logf("all %d stuck objects found %s after the daemon became ready", want.Len(), detected.Sub(listed).Round(time.Millisecond))
+
+	require.Eventually(t, func() bool { _, _, n := heap.between(detected, time.Now()); return n >= 20 }, 30*time.Second, 50*time.Millisecond)
+	burst := time.Now()
+
+	// A burst of updates of every object (what the controllers' periodic reconciliations look like).
+	for round := range 2 {
+		updateEverything(t, argo, ns, apps, releases, round)
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		v, ok := scrape(d.addr, `syncmedic_argocd_watch_events_total{instance=""}`)
+		return ok && v >= float64(3*apps), fmt.Sprintf("%v Argo CD watch events processed", v)
+	})
+	settled := time.Now()
+	require.Eventually(t, func() bool { _, _, n := heap.between(settled, time.Now()); return n >= 20 }, 30*time.Second, 50*time.Millisecond)
+	stop()
+
+	require.True(t, found().Equal(want), "after the burst: still exactly the stuck objects")
+	eventually(t, time.Minute, func() (bool, string) { return oneThreadEach(srv, want.Len()) })
+	initLow, initHigh, _ := heap.between(listed, burst)
+	endLow, endHigh, _ := heap.between(settled, time.Now())
+	_, peak, n := heap.between(listed, time.Now())
+	t.Logf("daemon heap (HeapAlloc, %d samples): after the initial list %.1f–%.1f MiB; after the burst %.1f–%.1f MiB; peak %.1f MiB; %.1f KiB per object",
+		n, initLow/(1<<20), initHigh/(1<<20), endLow/(1<<20), endHigh/(1<<20), peak/(1<<20), endLow/1024/float64(apps+releases))
+	require.Positive(t, initLow)
+	require.LessOrEqual(t, endLow, 3*initLow, "the heap after the burst stays within 3x the heap after the initial list")
+}
+
+func firstN(s sets.Set[string], n int) []string {
+	l := sets.List(s)
+	if len(l) > n {
+		l = l[:n]
+	}
+	return l
+}
+
+// createLoad creates apps Applications and releases HelmReleases (in namespace ns), every every-th one stuck: an
+// operation Running with no change, or retries exhausted.
+func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, releases, every int) {
+	t.Helper()
+	ctx, env := context.Background(), argo.Env
 	require.NoError(t, parallel(apps, 16, func(i int) error {
 		app := argo.NewApplication(fmt.Sprintf("app-%04d", i), ns)
 		if i%every == 0 {
@@ -177,96 +248,59 @@ func TestLoadFindsEveryStuckObjectAndKeepsMemoryFlat(t *testing.T) {
 		retriesExhausted(hr)
 		return env.Client.Status().Update(ctx, hr)
 	}))
-	t.Logf("created %d applications and %d HelmReleases in %s", apps, releases, time.Since(start).Round(time.Millisecond))
-
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
-	d := startDaemon(t, bin, "--kubeconfig", env.Kubeconfig, "--kube-checks=false", "--kube-events=false",
-		"--flux-namespaces", ns, "--argocd-server", argo.Addr, "--argocd-plaintext", "--operation-stuck-threshold", "1s",
-		"--state-file", state, "--log-level", "warn")
-	listed := time.Now()
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	heap := sampleHeap(sctx, d.addr, 100*time.Millisecond)
-
-	want := sets.New[string]()
-	for i := 0; i < apps; i += every {
-		want.Insert(fmt.Sprintf("argocd/operation-stuck %s/app-%04d", argo.Namespace, i))
-	}
-	for i := 0; i < releases; i += every {
-		want.Insert(fmt.Sprintf("flux/retries-exhausted %s/release-%04d", ns, i))
-	}
-	found := func() sets.Set[string] {
-		incs, err := (&syncmedic.FileStore{Path: state}).Load(ctx)
-		require.NoError(t, err)
-		got := sets.New[string]()
-		for _, inc := range incs {
-			o := inc.Finding.Object
-			name := o.Namespace + "/" + o.Name
-			if o.App != "" && inc.Finding.Rule == syncmedic.RuleOperationStuck {
-				name = o.AppNamespace + "/" + o.App
-			}
-			got.Insert(string(inc.Finding.Rule) + " " + name)
-		}
-		return got
-	}
-	eventually(t, 3*time.Minute, func() (bool, string) {
-		got := found()
-		return got.Equal(want), fmt.Sprintf("%d of %d stuck objects found; missing e.g. %v; unexpected %v",
-			got.Intersection(want).Len(), want.Len(), firstN(want.Difference(got), 3), firstN(got.Difference(want), 3))
-	})
-	detected := time.Now()
-	t.Logf("all %d stuck objects found %s after the daemon became ready", want.Len(), detected.Sub(listed).Round(time.Millisecond))
-
-	require.Eventually(t, func() bool { _, _, n := heap.between(detected, time.Now()); return n >= 20 }, 30*time.Second, 50*time.Millisecond)
-	burst := time.Now()
-
-	// A burst of updates of every object (what the controllers' periodic reconciliations look like).
-	for round := range 2 {
-		require.NoError(t, parallel(apps, 16, func(i int) error {
-			a := &v1alpha1.Application{}
-			if err := env.Client.Get(ctx, keyOf(argo.Namespace, fmt.Sprintf("app-%04d", i)), a); err != nil {
-				return err
-			}
-			now := metav1.Now()
-			a.Status.ReconciledAt = &now
-			a.Status.Summary.Images = []string{fmt.Sprintf("registry.example.com/app:%d", round)}
-			return env.Client.Update(ctx, a)
-		}))
-		require.NoError(t, parallel(releases, 16, func(i int) error {
-			hr := &helmv2.HelmRelease{}
-			if err := env.Client.Get(ctx, keyOf(ns, fmt.Sprintf("release-%04d", i)), hr); err != nil {
-				return err
-			}
-			if hr.Annotations == nil {
-				hr.Annotations = map[string]string{}
-			}
-			hr.Annotations["example.com/round"] = strconv.Itoa(round)
-			return env.Client.Update(ctx, hr)
-		}))
-	}
-	eventually(t, time.Minute, func() (bool, string) {
-		v, ok := scrape(d.addr, `syncmedic_argocd_watch_events_total{instance=""}`)
-		return ok && v >= float64(3*apps), fmt.Sprintf("%v Argo CD watch events processed", v)
-	})
-	settled := time.Now()
-	require.Eventually(t, func() bool { _, _, n := heap.between(settled, time.Now()); return n >= 20 }, 30*time.Second, 50*time.Millisecond)
-	stop()
-
-	require.True(t, found().Equal(want), "after the burst: still exactly the stuck objects")
-	initLow, initHigh, _ := heap.between(listed, burst)
-	endLow, endHigh, _ := heap.between(settled, time.Now())
-	_, peak, n := heap.between(listed, time.Now())
-	t.Logf("daemon heap (HeapAlloc, %d samples): after the initial list %.1f–%.1f MiB; after the burst %.1f–%.1f MiB; peak %.1f MiB; %.1f KiB per object",
-		n, initLow/(1<<20), initHigh/(1<<20), endLow/(1<<20), endHigh/(1<<20), peak/(1<<20), endLow/1024/float64(apps+releases))
-	require.Positive(t, initLow)
-	require.LessOrEqual(t, endLow, 3*initLow, "the heap after the burst stays within 3x the heap after the initial list")
 }
 
-func firstN(s sets.Set[string], n int) []string {
-	l := sets.List(s)
-	if len(l) > n {
-		l = l[:n]
+// updateEverything updates every Application and HelmRelease once, as the controllers' periodic reconciliations do.
+func updateEverything(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, releases, round int) {
+	t.Helper()
+	ctx, env := context.Background(), argo.Env
+	require.NoError(t, parallel(apps, 16, func(i int) error {
+		a := &v1alpha1.Application{}
+		if err := env.Client.Get(ctx, keyOf(argo.Namespace, fmt.Sprintf("app-%04d", i)), a); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		a.Status.ReconciledAt = &now
+		a.Status.Summary.Images = []string{fmt.Sprintf("registry.example.com/app:%d", round)}
+		return env.Client.Update(ctx, a)
+	}))
+	require.NoError(t, parallel(releases, 16, func(i int) error {
+		hr := &helmv2.HelmRelease{}
+		if err := env.Client.Get(ctx, keyOf(ns, fmt.Sprintf("release-%04d", i)), hr); err != nil {
+			return err
+		}
+		if hr.Annotations == nil {
+			hr.Annotations = map[string]string{}
+		}
+		hr.Annotations["example.com/round"] = strconv.Itoa(round)
+		return env.Client.Update(ctx, hr)
+	}))
+}
+
+// incidentKeys reads the daemon's state file: "rule namespace/name" of every incident.
+func incidentKeys(t *testing.T, state string) sets.Set[string] {
+	t.Helper()
+	incs, err := (&syncmedic.FileStore{Path: state}).Load(context.Background())
+	require.NoError(t, err)
+	got := sets.New[string]()
+	for _, inc := range incs {
+		o := inc.Finding.Object
+		got.Insert(string(inc.Finding.Rule) + " " + o.Namespace + "/" + o.Name)
 	}
-	return l
+	return got
+}
+
+// oneThreadEach reports whether Slack holds n root messages, each with its dry-run reply and nothing else.
+func oneThreadEach(srv *fakeSlack, n int) (bool, string) {
+	roots := srv.roots("")
+	for _, r := range roots {
+		if replies := srv.replies(r.TS); len(replies) != 1 {
+			var texts []string
+			for _, m := range replies {
+				texts = append(texts, m.Text)
+			}
+			return false, fmt.Sprintf("the thread of %q has %d replies, want its dry-run record only: %q", r.Text, len(replies), texts)
+		}
+	}
+	return len(roots) == n, fmt.Sprintf("%d Slack root messages, want one per stuck object (%d)", len(roots), n)
 }

@@ -95,3 +95,10 @@ func (p *tcpProxy) Refused() int {
 	defer p.mu.Unlock()
 	return p.refused
 }
+
+// Cuts counts the cuts so far.
+func (p *tcpProxy) Cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}

@@ -19,8 +19,8 @@ import (
 // for a while delays the notifications of two incidents but loses none: each incident has one root message and
 // its steps in order, and the outage's calls were all retried.
 func TestSlackErrorsAndRateLimitsThroughTheDaemonDelayButLoseNothing(t *testing.T) {
+	env := testenv.Kube(t) // skips under -short, before the build
 	bin := buildSyncmedic(t)
-	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	srv := newFakeSlack(t)
 	outage := []func(w http.ResponseWriter){status(500), rateLimited("1"), status(502), rateLimited("1"), status(500)}
@@ -58,8 +58,8 @@ func TestSlackErrorsAndRateLimitsThroughTheDaemonDelayButLoseNothing(t *testing.
 	})
 
 	require.Equal(t, len(outage), srv.refusedCalls(), "every failed call was retried until Slack accepted it")
-	for _, j := range jobs {
-		t.Run("one root message and every step in order for "+j.Namespace, func(t *testing.T) {
+	for i, j := range jobs {
+		t.Run(fmt.Sprintf("one root message and every step in order for shop-%d", i), func(t *testing.T) {
 			roots := srv.roots(j.Namespace)
 			require.Len(t, roots, 1)
 			replies := srv.replies(roots[0].TS)

@@ -70,7 +70,14 @@ func TestWatchStreamCutRepeatedlyMissesNothingAndDoesNothingTwice(t *testing.T) 
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	proxy := newTCPProxy(t, argo.Addr)
-	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n")
+	// A remedy cut mid-call fails and is retried after the policy's backoff, short here.
+	p := startArgoPipeline(t, argo, proxy.Addr(), `resolveAfter: 1
+defaults:
+  rateLimit: {max: 10, window: 1m, backoff: 200ms, maxBackoff: 1s}
+rules:
+  argocd/hook-finalizer-stuck:
+    mode: auto
+`)
 	stop := make(chan struct{})
 	cuts := keepCutting(proxy, 300*time.Millisecond, stop)
 	var stopOnce sync.Once
@@ -116,7 +123,10 @@ func TestWatchStreamCutRepeatedlyMissesNothingAndDoesNothingTwice(t *testing.T) 
 				}
 			}
 		}
-		return removals.count() == len(leaked), fmt.Sprintf("%d hook finalizers removed, want %d", removals.count(), len(leaked))
+		if removals.count() != len(leaked) {
+			return false, fmt.Sprintf("%d hook finalizers removed, want %d", removals.count(), len(leaked))
+		}
+		return proxy.Cuts() >= 15, "keep cutting: at least 15 cuts while the applications are found and fixed"
 	})
 	stopOnce.Do(func() { close(stop) })
 	n := <-cuts
