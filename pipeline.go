@@ -13,6 +13,23 @@ type Sink interface {
 	Observe(ctx context.Context, subject string, findings []Finding)
 }
 
+// GoneSink is a Sink that can also be told that a subject no longer exists, so that what was open under it closes
+// at once instead of waiting for evaluations that will never come. The Tracker is one.
+type GoneSink interface {
+	Sink
+	Gone(ctx context.Context, subject string)
+}
+
+// ReportGone tells sink that subject was deleted: Gone when the sink is a GoneSink, else an evaluation with no
+// findings.
+func ReportGone(ctx context.Context, sink Sink, subject string) {
+	if g, ok := sink.(GoneSink); ok {
+		g.Gone(ctx, subject)
+		return
+	}
+	sink.Observe(ctx, subject, nil)
+}
+
 // SinkFunc adapts a function to a Sink.
 type SinkFunc func(ctx context.Context, subject string, findings []Finding)
 

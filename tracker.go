@@ -47,7 +47,7 @@ type Tracker struct {
 	notifiers []string             // destinations whose deliveries the outbox tracks (nil: outbox off)
 }
 
-var _ Sink = (*Tracker)(nil)
+var _ GoneSink = (*Tracker)(nil)
 
 // NewTracker returns a tracker; when it leads, it loads the stored incidents first.
 func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
@@ -88,6 +88,16 @@ func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
 // Observe records one evaluation of subject (a Sink): opens, updates and resolves incidents, publishes their
 // transitions, and (on the leader) hands every matching incident to the remediation stage.
 func (t *Tracker) Observe(ctx context.Context, subject string, findings []Finding) {
+	t.observe(ctx, subject, findings, false)
+}
+
+// Gone records that subject itself no longer exists (its application or HelmRelease was deleted): its open
+// incidents resolve at once, since the evaluations that would otherwise resolve them will never come.
+func (t *Tracker) Gone(ctx context.Context, subject string) {
+	t.observe(ctx, subject, nil, true)
+}
+
+func (t *Tracker) observe(ctx context.Context, subject string, findings []Finding, gone bool) {
 	t.mu.Lock()
 	leader := t.o.Leader()
 	if !leader {
@@ -98,6 +108,11 @@ func (t *Tracker) Observe(ctx context.Context, subject string, findings []Findin
 		}
 	}
 	pol := t.o.Policy()
+	if gone {
+		p := *pol
+		p.ResolveAfter = 1
+		pol = &p
+	}
 	now := t.o.Now()
 	events, matched, dirty := t.evaluateLocked(subject, findings, pol, now)
 	t.gcLocked(now)

@@ -129,7 +129,7 @@ func (l *loop) remove(key string) {
 	}
 	delete(l.apps, key)
 	l.w.stats.apps.Add(-1)
-	l.sink.Observe(l.ctx, key, nil)
+	syncmedic.ReportGone(l.ctx, l.sink, key)
 }
 
 // evaluate runs the rules on st, first reading live hooks when the application is suspicious and the last read is

@@ -24,7 +24,7 @@ func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sin
 	hr := &helmv2.HelmRelease{}
 	if err := w.cache.Get(ctx, key.nn, hr); err != nil {
 		if apierrors.IsNotFound(err) {
-			sink.Observe(ctx, key.subject(), nil)
+			syncmedic.ReportGone(ctx, sink, key.subject()) // deleted: its incidents close now
 			return
 		}
 		w.log.Warn("reading HelmRelease from the cache", "subject", key.subject(), "error", err)
@@ -58,7 +58,7 @@ func (w *Watcher) evaluateCRD(ctx context.Context, key watchKey, now time.Time, 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := w.cache.Get(ctx, types.NamespacedName{Name: key.nn.Name}, crd); err != nil {
 		if apierrors.IsNotFound(err) {
-			sink.Observe(ctx, key.subject(), nil)
+			syncmedic.ReportGone(ctx, sink, key.subject())
 			return
 		}
 		w.log.Warn("reading the HelmRelease CRD from the cache", "subject", key.subject(), "error", err)

@@ -148,7 +148,7 @@ func TestLoadFindsEveryStuckObjectAndKeepsMemoryFlat(t *testing.T) {
 		t.Skip("load test: skipped under -short")
 	}
 	const apps, releases, every = 2000, 1000, 20 // every 20th object is stuck: 5%
-	env := testenv.Kube(t) // skips under -short, before the build
+	env := testenv.Kube(t)                       // skips under -short, before the build
 	bin := buildSyncmedic(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{DisableAuth: true})
 	ns := env.Namespace(t)

@@ -140,6 +140,7 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 		srv.Run(ctx, listeners)
 	}()
 	stop = register(func() {
+		argocdStopping.Store(true)
 		cancel()
 		select {
 		case <-done:
