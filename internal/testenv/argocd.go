@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,12 @@ func ArgoCD(t testing.TB, env *Env, opts ArgoCDOptions) *ArgoCDServer {
 	}
 	t.Cleanup(stopRedis)
 	a.Redis = redisAddr
+	// The ports are free when chosen but may be taken before argocd-server listens (other test binaries run in
+	// parallel): try again with new ones.
 	stop, err := a.start()
+	for attempt := 1; err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use"); attempt++ {
+		stop, err = a.start()
+	}
 	if err != nil {
 		t.Fatalf("testenv: starting argocd-server: %v", err)
 	}
@@ -130,6 +136,7 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 	srv.Init(ctx)
 	listeners, err := srv.Listen()
 	if err != nil {
+		argocdStopping.Store(true) // the loaders Init started fail with "context canceled" below: not a test failure
 		cancel()
 		_ = redisClient.Close()
 		return nil, err

@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +33,18 @@ var harness = struct {
 // argocdStopping is set once an in-process argocd-server is being stopped (see Main's logrus ExitFunc).
 var argocdStopping atomic.Bool
 
+// lastFatal keeps the message of Argo CD's last logrus Fatal, so the ExitFunc can tell a shutdown artifact
+// ("context canceled") from a real failure.
+var lastFatal fatalHook
+
+type fatalHook struct{ msg atomic.Value }
+
+func (h *fatalHook) Levels() []logrus.Level { return []logrus.Level{logrus.FatalLevel} }
+
+func (h *fatalHook) Fire(e *logrus.Entry) error { h.msg.Store(e.Message); return nil }
+
+func (h *fatalHook) message() string { s, _ := h.msg.Load().(string); return s }
+
 // Main runs the tests of a package and then stops every process, server and temporary directory this test binary
 // started, even when a test failed. Call it from TestMain:
 //
@@ -45,8 +59,9 @@ func Main(m *testing.M) {
 	harness.mu.Unlock()
 
 	// Argo CD calls logrus' Fatal on unrecoverable errors: stop our processes before the binary exits.
+	logrus.StandardLogger().AddHook(&lastFatal)
 	logrus.StandardLogger().ExitFunc = func(code int) {
-		if argocdStopping.Load() {
+		if argocdStopping.Load() || strings.Contains(lastFatal.message(), context.Canceled.Error()) {
 			// A server being stopped fails its in-flight loads with "context canceled", which some Argo CD
 			// goroutines treat as fatal (server.rbacPolicyLoader): that is shutdown, not a failure. Returning lets
 			// the goroutine end; the message was already printed.
