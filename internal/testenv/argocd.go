@@ -58,6 +58,9 @@ type ArgoCDServer struct {
 	disableAuth   bool
 	adminPassword string
 	cache         *appstatecache.Cache
+
+	adminMu    sync.Mutex
+	adminToken string // cached by visibleToServer
 }
 
 const (

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
+	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +44,35 @@ func (a *ArgoCDServer) CreateApplication(t testing.TB, app *v1alpha1.Application
 	if err := a.Env.Client.Create(context.Background(), app); err != nil {
 		t.Fatalf("testenv: creating Application %s: %v", app.Name, err)
 	}
+	a.waitVisible(t, app.Name)
 	return app
+}
+
+// waitVisible waits until the server's application informer has app name. Several Argo CD calls (PatchResource,
+// ResourceTree, List) read the informer and answer PermissionDenied for an application they do not know yet, to
+// hide its existence: without this wait such a call right after the create fails at random.
+func (a *ArgoCDServer) waitVisible(t testing.TB, name string) {
+	t.Helper()
+	a.adminMu.Lock()
+	if a.adminToken == "" && !a.disableAuth {
+		a.adminToken = a.AdminToken(t)
+	}
+	token := a.adminToken
+	a.adminMu.Unlock()
+	apps := a.Applications(t, token)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		list, err := apps.List(ctx, &applicationpkg.ApplicationQuery{Name: &name, AppNamespace: &a.Namespace})
+		cancel()
+		if err == nil && len(list.Items) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: argocd-server does not see Application %s after 30s (last error: %v)", name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // UpdateApplication applies mutate to the live Application and writes it back, retrying on conflicts (the
