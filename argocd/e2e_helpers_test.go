@@ -3,9 +3,7 @@ package argocd_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -25,54 +23,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// cutProxy forwards loopback TCP to an Argo CD server; Cut closes every open connection, the way a dropped network
-// or an ingress restart cuts a watch stream mid-way.
-type cutProxy struct {
-	l     net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cuts  int
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutProxy{l: l}
-	t.Cleanup(func() { _ = l.Close(); p.Cut() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) Addr() string { return p.l.Addr().String() }
-
-// Cut closes every connection made so far.
-func (p *cutProxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-	p.cuts++
-}
 
 // dial returns an argocd.Client through addr (plaintext) with token.
 func dial(t *testing.T, addr, token string) *argocd.APIClient {

@@ -130,7 +130,7 @@ func TestLiveScenarios(t *testing.T) {
 		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
 	})
 	admin, viewer := argo.AdminToken(t), argo.Token(t, "viewer")
-	watchProxy := newCutProxy(t, argo.Addr)
+	watchProxy := testenv.NewProxy(t, argo.Addr)
 	w, rec, _ := startWatcher(t, dial(t, watchProxy.Addr(), admin), thresholds)
 
 	t.Run("healthy applications cost no API call beyond the watch", func(t *testing.T) {
@@ -202,7 +202,7 @@ func TestLiveScenarios(t *testing.T) {
 				orig, err := getApp(argo, appName)
 				require.NoError(t, err)
 				ops := countOperations(t, argo, appName)
-				remedyProxy := newCutProxy(t, argo.Addr)
+				remedyProxy := testenv.NewProxy(t, argo.Addr)
 				playController(t, argo, appName, func() { remedyProxy.Cut(); watchProxy.Cut() })
 				c := dial(t, remedyProxy.Addr(), admin)
 				var out syncmedic.Outcome
@@ -225,7 +225,7 @@ func TestLiveScenarios(t *testing.T) {
 					require.Equal(t, want.Prune, app.Operation.Sync.Prune, "the same prune")
 				}
 				if sc.terminates {
-					require.GreaterOrEqual(t, remedyProxy.cuts, 1, "the controller stand-in cut the streams mid-way")
+					require.GreaterOrEqual(t, remedyProxy.Cuts(), 1, "the controller stand-in cut the streams mid-way")
 				}
 
 				again, err := remediate(c, false)

@@ -112,10 +112,9 @@ func TestHardRefreshThroughTheAPI(t *testing.T) {
 
 	t.Run("dry-run makes no call, changes nothing and says what it would do", func(t *testing.T) {
 		// Connected through a proxy that is then shut: any API call would fail.
-		proxy := newCutProxy(t, argo.Addr)
+		proxy := testenv.NewProxy(t, argo.Addr)
 		c := dial(t, proxy.Addr(), argo.AdminToken(t))
-		require.NoError(t, proxy.l.Close())
-		proxy.Cut()
+		proxy.Down()
 		out, err := remediate(c, true)
 		require.NoError(t, err)
 		require.True(t, out.DryRun)

@@ -23,11 +23,11 @@ import (
 
 // throughProxy returns a copy of cfg that reaches the apiserver through a tcpProxy (the apiserver's certificate
 // names 127.0.0.1, which the proxy also listens on).
-func throughProxy(t *testing.T, cfg *rest.Config) (*rest.Config, *tcpProxy) {
+func throughProxy(t *testing.T, cfg *rest.Config) (*rest.Config, *testenv.Proxy) {
 	t.Helper()
 	u, err := url.Parse(cfg.Host)
 	require.NoError(t, err)
-	p := newTCPProxy(t, u.Host)
+	p := testenv.NewProxy(t, u.Host)
 	c := rest.CopyConfig(cfg)
 	c.Host = u.Scheme + "://" + p.Addr()
 	return c, p

@@ -111,7 +111,7 @@ func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, o
 func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
-	proxy := newTCPProxy(t, argo.Addr)
+	proxy := testenv.NewProxy(t, argo.Addr)
 	s := testenv.ScenarioHookCompletionMissed(t, argo, "checkout", 0)
 	effects := countOperationEffects(t, argo, s.App.Name)
 	restored := make(chan struct{})

@@ -43,7 +43,7 @@ func finishOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 }
 
 // keepCutting cuts every connection through p every interval until stop is closed; it returns how many cuts it made.
-func keepCutting(p *tcpProxy, interval time.Duration, stop <-chan struct{}) <-chan int {
+func keepCutting(p *testenv.Proxy, interval time.Duration, stop <-chan struct{}) <-chan int {
 	n := make(chan int, 1)
 	go func() {
 		cuts := 0
@@ -69,7 +69,7 @@ func keepCutting(p *tcpProxy, interval time.Duration, stop <-chan struct{}) <-ch
 func TestWatchStreamCutRepeatedlyMissesNothingAndDoesNothingTwice(t *testing.T) {
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
-	proxy := newTCPProxy(t, argo.Addr)
+	proxy := testenv.NewProxy(t, argo.Addr)
 	// A remedy cut mid-call fails and is retried after the policy's backoff, short here.
 	p := startArgoPipeline(t, argo, proxy.Addr(), `resolveAfter: 1
 defaults:

@@ -1,17 +1,15 @@
-package reliability
+package testenv
 
 import (
 	"io"
 	"net"
 	"sync"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
-// tcpProxy forwards loopback TCP connections to target. Cut closes every open connection (a dropped network, an
+// Proxy forwards loopback TCP connections to target, for fault tests. Cut closes every open connection (a dropped network, an
 // ingress or server restart); Down also refuses new connections until Up, the way an unreachable server does.
-type tcpProxy struct {
+type Proxy struct {
 	l       net.Listener
 	target  string
 	mu      sync.Mutex
@@ -21,17 +19,21 @@ type tcpProxy struct {
 	refused int
 }
 
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
+// NewProxy listens on a free loopback port and forwards to target until the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &tcpProxy{l: l, target: target}
+	if err != nil {
+		t.Fatalf("testenv: proxy listener: %v", err)
+	}
+	p := &Proxy{l: l, target: target}
 	t.Cleanup(func() { _ = l.Close(); p.Cut() })
 	go p.serve()
 	return p
 }
 
-func (p *tcpProxy) serve() {
+// serve accepts until the listener closes (test cleanup).
+func (p *Proxy) serve() {
 	for {
 		c, err := p.l.Accept()
 		if err != nil {
@@ -61,10 +63,10 @@ func (p *tcpProxy) serve() {
 }
 
 // Addr is the proxy's address.
-func (p *tcpProxy) Addr() string { return p.l.Addr().String() }
+func (p *Proxy) Addr() string { return p.l.Addr().String() }
 
 // Cut closes every connection open now.
-func (p *tcpProxy) Cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
@@ -75,7 +77,7 @@ func (p *tcpProxy) Cut() {
 }
 
 // Down cuts every connection and refuses new ones until Up.
-func (p *tcpProxy) Down() {
+func (p *Proxy) Down() {
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
@@ -83,21 +85,21 @@ func (p *tcpProxy) Down() {
 }
 
 // Up accepts connections again.
-func (p *tcpProxy) Up() {
+func (p *Proxy) Up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
 }
 
 // Refused counts the connections refused while down.
-func (p *tcpProxy) Refused() int {
+func (p *Proxy) Refused() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.refused
 }
 
 // Cuts counts the cuts so far.
-func (p *tcpProxy) Cuts() int {
+func (p *Proxy) Cuts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cuts
