@@ -201,7 +201,7 @@ func TestLiveScenarios(t *testing.T) {
 			t.Run("with the remedy allowed the fix is applied exactly once though the streams are cut", func(t *testing.T) {
 				orig, err := getApp(argo, appName)
 				require.NoError(t, err)
-				ops := countOperations(t, argo, appName)
+				ops := argo.CountOperations(t, appName)
 				remedyProxy := testenv.NewProxy(t, argo.Addr)
 				playController(t, argo, appName, func() { remedyProxy.Cut(); watchProxy.Cut() })
 				c := dial(t, remedyProxy.Addr(), admin)
@@ -239,8 +239,8 @@ func TestLiveScenarios(t *testing.T) {
 				if sc.resynced {
 					wantSync = 1
 				}
-				require.Eventually(t, func() bool { a, b := ops.counts(); return a == wantTerm && b == wantSync }, 5*time.Second, 20*time.Millisecond)
-				term, syncs := ops.counts()
+				require.Eventually(t, func() bool { a, b := ops.Counts(); return a == wantTerm && b == wantSync }, 5*time.Second, 20*time.Millisecond)
+				term, syncs := ops.Counts()
 				require.Equal(t, wantTerm, term, "TerminateOperation effects")
 				require.Equal(t, wantSync, syncs, "Sync effects")
 			})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,60 +18,6 @@ import (
 	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
-
-// operationEffects counts, from the apiserver's own watch of an Application, how many times its operation was
-// turned Terminating and how many new syncs were requested (Sync sets .operation and clears the operation state).
-type operationEffects struct {
-	mu                  sync.Mutex
-	terminations, syncs int
-}
-
-func countOperationEffects(t *testing.T, argo *testenv.ArgoCDServer, app string) *operationEffects {
-	t.Helper()
-	apps, err := appclientset.NewForConfig(argo.Env.Config)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	cur, err := apps.ArgoprojV1alpha1().Applications(argo.Namespace).Get(ctx, app, metav1.GetOptions{})
-	require.NoError(t, err)
-	w, err := apps.ArgoprojV1alpha1().Applications(argo.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: cur.ResourceVersion,
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", app).String()})
-	require.NoError(t, err)
-	c := &operationEffects{}
-	go func() {
-		defer w.Stop()
-		prev := cur
-		for ev := range w.ResultChan() {
-			a, ok := ev.Object.(*v1alpha1.Application)
-			if !ok {
-				continue
-			}
-			c.mu.Lock()
-			if phaseOf(a) == synccommon.OperationTerminating && phaseOf(prev) != synccommon.OperationTerminating {
-				c.terminations++
-			}
-			if a.Operation != nil && a.Status.OperationState == nil && prev.Status.OperationState != nil {
-				c.syncs++
-			}
-			c.mu.Unlock()
-			prev = a
-		}
-	}()
-	return c
-}
-
-func (c *operationEffects) counts() (terminations, syncs int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.terminations, c.syncs
-}
-
-func phaseOf(a *v1alpha1.Application) synccommon.OperationPhase {
-	if a.Status.OperationState == nil {
-		return ""
-	}
-	return a.Status.OperationState.Phase
-}
 
 // outageAtTermination plays the application controller, which the tests do not run: when app's operation turns
 // Terminating (what TerminateOperation writes), argocd-server becomes unreachable for syncmedic (outage), the
@@ -91,7 +36,7 @@ func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, o
 		defer w.Stop()
 		for ev := range w.ResultChan() {
 			a, ok := ev.Object.(*v1alpha1.Application)
-			if !ok || phaseOf(a) != synccommon.OperationTerminating {
+			if !ok || testenv.OperationPhase(a) != synccommon.OperationTerminating {
 				continue
 			}
 			outage()
@@ -113,7 +58,7 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	proxy := testenv.NewProxy(t, argo.Addr)
 	s := testenv.ScenarioHookCompletionMissed(t, argo, "checkout", 0)
-	effects := countOperationEffects(t, argo, s.App.Name)
+	effects := argo.CountOperations(t, s.App.Name)
 	restored := make(chan struct{})
 	outageAtTermination(t, argo, s.App.Name, proxy.Down, func() { proxy.Up(); close(restored) }, 2*time.Second)
 	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n")
@@ -133,7 +78,7 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 		if len(incs) != 1 || incs[0].IsOpen() {
 			return false, fmt.Sprintf("want one resolved incident, got %d: %+v", len(incs), incs)
 		}
-		term, syncs := effects.counts()
+		term, syncs := effects.Counts()
 		return term == 1 && syncs == 1, "operation effects so far"
 	})
 	select {
@@ -151,7 +96,7 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 		require.Contains(t, steps, "Sync app=")
 	})
 	t.Run("the apiserver saw one termination and one new sync of the same revision", func(t *testing.T) {
-		term, syncs := effects.counts()
+		term, syncs := effects.Counts()
 		require.Equal(t, 1, term)
 		require.Equal(t, 1, syncs)
 		a := &v1alpha1.Application{}
