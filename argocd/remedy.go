@@ -150,6 +150,25 @@ func (r *Remedies) getResource(ctx context.Context, t target, o resourceOf) (*un
 	return u, nil
 }
 
+// patchOf reads what a PatchResource remedy needs from the finding: the application, the resource, and the patch
+// with its type (defaultType when the finding names none; "" makes a missing type an error).
+func patchOf(f syncmedic.Finding, defaultType string) (t target, o resourceOf, patch, patchType string, err error) {
+	if t, err = targetOf(f); err != nil {
+		return
+	}
+	if o, err = resourceParams(f); err != nil {
+		return
+	}
+	patch, patchType = f.Remedy.Params[ParamPatch], f.Remedy.Params[ParamPatchType]
+	if patchType == "" {
+		patchType = defaultType
+	}
+	if patch == "" || patchType == "" {
+		err = syncmedic.Permanent(fmt.Errorf("finding %s: remedy has no patch", f.Fingerprint))
+	}
+	return
+}
+
 // RemoveHookFinalizer removes exactly argocd.argoproj.io/hook-finalizer from the hook object with PatchResource and
 // a JSON patch that tests the entry before removing it; if the list moved meanwhile it re-reads the object and
 // patches the new index, and if the finalizer (or the object) is already gone it changes nothing. When the finding
@@ -157,22 +176,11 @@ func (r *Remedies) getResource(ctx context.Context, t target, o resourceOf) (*un
 // same revision again.
 func (r *Remedies) RemoveHookFinalizer(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
 	out := syncmedic.Outcome{Action: syncmedic.ActionRemoveHookFinalizer, DryRun: dryRun}
-	t, err := targetOf(f)
-	if err != nil {
-		return out, err
-	}
-	o, err := resourceParams(f)
+	t, o, patch, patchType, err := patchOf(f, JSONPatchType)
 	if err != nil {
 		return out, err
 	}
 	p := f.Remedy.Params
-	patch, patchType := p[ParamPatch], p[ParamPatchType]
-	if patch == "" {
-		return out, syncmedic.Permanent(fmt.Errorf("finding %s: remedy has no patch", f.Fingerprint))
-	}
-	if patchType == "" {
-		patchType = JSONPatchType
-	}
 	thenSync := p[ParamThenSync] == "true"
 	if dryRun {
 		out.Steps = append(out.Steps, fmt.Sprintf("PatchResource app=%s %s %s: %s (test, then remove exactly %s)", t, o, patchType, patch, HookFinalizer))
@@ -287,17 +295,9 @@ func (r *Remedies) HardRefresh(ctx context.Context, f syncmedic.Finding, dryRun 
 // manages, with PatchResource (a merge patch, idempotent by nature).
 func (r *Remedies) ForceFinalizerRemoval(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
 	out := syncmedic.Outcome{Action: syncmedic.ActionForceFinalizerRemoval, DryRun: dryRun}
-	t, err := targetOf(f)
+	t, o, patch, patchType, err := patchOf(f, "")
 	if err != nil {
 		return out, err
-	}
-	o, err := resourceParams(f)
-	if err != nil {
-		return out, err
-	}
-	patch, patchType := f.Remedy.Params[ParamPatch], f.Remedy.Params[ParamPatchType]
-	if patch == "" || patchType == "" {
-		return out, syncmedic.Permanent(fmt.Errorf("finding %s: remedy has no patch", f.Fingerprint))
 	}
 	out.Steps = []string{fmt.Sprintf("PatchResource app=%s %s %s: %s", t, o, patchType, patch)}
 	if dryRun {
