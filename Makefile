@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux fuzz
+.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd compat fuzz
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -13,9 +13,10 @@ all: build
 build:
 	go build -o $(BIN)/syncmedic ./cmd/syncmedic
 
-# Everything the end-to-end tests need: kube-apiserver, etcd, controller-gen, generated CRDs, redis-server
-# (hack/tools.sh), and Flux's notification-controller (hack/flux-tools.sh).
-tools: tools-kube tools-flux
+# Everything the end-to-end tests need: kube-apiserver, kube-controller-manager, etcd, controller-gen, generated CRDs,
+# redis-server, git (hack/tools.sh); Flux's notification-, source- and helm-controllers (hack/flux-tools.sh); Argo CD's
+# multi-call binary per tested version (hack/argocd-tools.sh).
+tools: tools-kube tools-flux tools-argocd
 
 tools-kube:
 	./hack/tools.sh
@@ -23,11 +24,20 @@ tools-kube:
 tools-flux:
 	./hack/flux-tools.sh
 
+tools-argocd:
+	./hack/argocd-tools.sh
+
 # The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, then every
 # fuzz target for FUZZTIME.
 test: tools
-	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) go test -count=1 -timeout 45m ./...
+	rm -rf $(BIN)/compat
+	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR=$(BIN)/compat go test -count=1 -timeout 45m ./...
+	$(MAKE) compat
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+
+# docs/compat.md from the rows the real-controller tests (internal/conformance) recorded in the last `make test`.
+compat:
+	go run ./internal/conformance/compatdoc -in $(BIN)/compat -out docs/compat.md
 
 # Every fuzz target for FUZZTIME each; failing inputs land in the package's testdata/fuzz.
 fuzz:

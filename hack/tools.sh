@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
 #   - redis-server (Debian package) for the in-process argocd-server's cache
-#   - kube-apiserver v1.31.0 and etcd v3.5, built with `go build` from the pinned modules in tools/
+#   - kube-apiserver and kube-controller-manager v1.31.0 and etcd v3.5, built with `go build` from the pinned
+#     modules in tools/ (the controller-manager runs the Job, TTL, garbage-collector and namespace controllers for
+#     the real-controller tests)
 #   - controller-gen v0.16.5, and the CRDs the tests install, generated or copied from the Go modules:
 #     Argo CD (argo-cd/v2 manifests/crds), Flux HelmRelease (controller-gen over helm-controller/api, all versions),
 #     Argo Workflows Workflow (argo-workflows/v3 manifests, the minimal CRD its install manifests use)
@@ -36,6 +38,7 @@ build() {
 
 K8S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=v1.31.0 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31"
 build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$K8S_LDFLAGS"
+build kube-controller-manager kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_LDFLAGS"
 build etcd etcd go.etcd.io/etcd/server/v3
 build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 

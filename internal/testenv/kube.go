@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// Env is the shared real kube-apiserver + etcd of one test binary, with the Argo CD, Flux and Argo Workflows CRDs
-// installed. There is no kube-controller-manager: nothing garbage-collects owned objects, no Pod runs for a Job,
+// Env is a shared real kube-apiserver + etcd of one test binary, with the Argo CD, Flux and Argo Workflows CRDs
+// installed. Kube's has no kube-controller-manager: nothing garbage-collects owned objects, no Pod runs for a Job,
 // namespaces never finish terminating, and an object with finalizers stays terminating until someone removes them —
-// exactly what the stuck-resource scenarios need.
+// exactly what the stuck-resource scenarios need. KubeWithControllers' runs the real controllers.
 type Env struct {
 	// Config is an admin (system:masters) client configuration for the apiserver.
 	Config *rest.Config
@@ -39,6 +39,8 @@ type Env struct {
 	Clientset kubernetes.Interface
 	// Kubeconfig is the path of a kubeconfig file for the admin user (for CLIs and code that loads one).
 	Kubeconfig string
+	// ControllerManagerLog is the kube-controller-manager's log file (KubeWithControllers only).
+	ControllerManagerLog string
 
 	te *envtest.Environment
 }
