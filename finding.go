@@ -142,6 +142,10 @@ type Remedy struct {
 	Action ActionID `json:"action,omitempty"`
 	// AutoSafe is true when the action may run unattended once the policy allows it.
 	AutoSafe bool `json:"autoSafe"`
+	// RerunsHooks is true when the action starts a new Argo CD sync, which deletes, recreates and runs every hook
+	// of the application again (database migrations included). Such an action runs unattended only where the
+	// policy sets rerunHooks: true for the rule.
+	RerunsHooks bool `json:"rerunsHooks,omitempty"`
 	// Description says in one sentence what the fix does and why it is safe.
 	Description string `json:"description"`
 	// Commands are the exact manual commands, ready to paste.

@@ -86,6 +86,10 @@ type RulePolicy struct {
 	// Projects are the Argo CD projects the rule may act in (glob patterns); empty: every project.
 	Projects  []string   `json:"projects,omitempty"`
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// RerunHooks lets an automatic remedy start a new Argo CD sync, which runs every hook of the application again
+	// (the default delete policy BeforeHookCreation deletes and recreates them). Off by default: without it such a
+	// remedy is only proposed.
+	RerunHooks *bool `json:"rerunHooks,omitempty"`
 }
 
 // Policy decides, per rule, whether syncmedic ignores, notifies or acts. Load it with LoadPolicy (it is validated
@@ -154,6 +158,9 @@ func (r RulePolicy) merge(o RulePolicy) RulePolicy {
 	}
 	if o.Projects != nil {
 		r.Projects = o.Projects
+	}
+	if o.RerunHooks != nil {
+		r.RerunHooks = o.RerunHooks
 	}
 	if o.RateLimit != nil {
 		rl := *r.RateLimit
@@ -286,6 +293,8 @@ func (p *Policy) Decide(f Finding) Decision {
 		d.Reason = fmt.Sprintf("policy: %s is notify only (dry-run); set it to auto to let syncmedic apply the fix", f.Rule)
 	case !f.Remedy.AutoSafe:
 		d.Reason = "this remedy is not safe to apply unattended: apply it by hand"
+	case f.Remedy.RerunsHooks && (r.RerunHooks == nil || !*r.RerunHooks):
+		d.Reason = fmt.Sprintf("this remedy starts a new sync, which runs every hook of the application again (migrations included): set rerunHooks: true for %s to let syncmedic do it, or apply it by hand", f.Rule)
 	case !inScope(r.Namespaces, f.Object.Namespace):
 		d.Reason = fmt.Sprintf("policy: namespace %q is not in the allowed namespaces (%s) for %s", f.Object.Namespace, strings.Join(r.Namespaces, ", "), f.Rule)
 	case !inScope(r.Projects, f.Object.Project):

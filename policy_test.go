@@ -29,6 +29,11 @@ rules:
     projects: ["default"]
   flux/retries-exhausted:
     mode: "off"
+  argocd/hook-completion-missed:
+    mode: auto
+  argocd/hook-immutable:
+    mode: auto
+    rerunHooks: true
 `
 	p, err := LoadPolicy([]byte(policy))
 	require.NoError(t, err)
@@ -38,6 +43,11 @@ rules:
 	otherProject.Object.Project = "platform"
 	retries := NewFinding(RuleRetriesExhausted, ObjectRef{Tool: ToolFlux, Kind: "HelmRelease", Namespace: "shop", Name: "web"}, "stalled")
 	retries.Remedy.Action = ActionFluxResetReconcile
+	rerun := func(rule RuleID) Finding {
+		f := hookFinding("shop", "migrate")
+		f.Rule, f.Remedy.Action, f.Remedy.RerunsHooks = rule, ActionTerminateAndResync, true
+		return f
+	}
 	for _, tc := range []struct {
 		name   string
 		f      Finding
@@ -51,6 +61,9 @@ rules:
 		{"an auto rule does not act outside its projects", otherProject, ModeAuto, false, `project "platform"`},
 		{"a remedy that is not auto-safe is never applied", notSafe, ModeAuto, false, "not safe"},
 		{"a rule that is off does nothing", retries, ModeOff, false, "off"},
+		{"a remedy that re-runs the hooks waits for a person unless the rule allows it", rerun(RuleHookCompletionMissed), ModeAuto, false,
+			"runs every hook of the application again (migrations included): set rerunHooks: true for argocd/hook-completion-missed"},
+		{"a remedy that re-runs the hooks runs where the rule sets rerunHooks", rerun(RuleHookImmutable), ModeAuto, true, "auto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := p.Decide(tc.f)

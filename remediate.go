@@ -112,10 +112,13 @@ func (s *RemediationStage) consider(ctx context.Context, t *Tracker, id string, 
 	if d.Act && rem == nil {
 		d = Decision{Mode: d.Mode, Reason: fmt.Sprintf("no remedier for %s is configured in this syncmedic (dry-run)", action)}
 	}
-	if !s.claim(id) {
+	// One remedy at a time per incident, per object and per Argo CD application: two incidents about one hook (or
+	// two hooks of one application, whose remedies both act on its operation) never run concurrently.
+	keys := remedyKeys(id, f.Object)
+	if !s.claim(keys...) {
 		return
 	}
-	defer s.release(id)
+	defer s.release(keys...)
 	if !d.Act {
 		s.recordDryRun(ctx, t, inc, rem, d)
 		return
@@ -198,20 +201,36 @@ func (s *RemediationStage) seed(stored []Incident) {
 	}
 }
 
-func (s *RemediationStage) claim(id string) bool {
+// remedyKeys are what one remedy holds while it runs: the incident, the object, and the Argo CD application.
+func remedyKeys(id string, o ObjectRef) []string {
+	keys := []string{"incident:" + id, "object:" + ObjectKey(o)}
+	if o.App != "" {
+		keys = append(keys, "app:"+o.Tool+"/"+o.Instance+"/"+o.AppNamespace+"/"+o.App)
+	}
+	return keys
+}
+
+// claim takes every key, or none when one is held.
+func (s *RemediationStage) claim(keys ...string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight[id] {
-		return false
+	for _, k := range keys {
+		if s.inflight[k] {
+			return false
+		}
 	}
-	s.inflight[id] = true
+	for _, k := range keys {
+		s.inflight[k] = true
+	}
 	return true
 }
 
-func (s *RemediationStage) release(id string) {
+func (s *RemediationStage) release(keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.inflight, id)
+	for _, k := range keys {
+		delete(s.inflight, k)
+	}
 }
 
 // lastReal returns the latest attempt that was not a dry-run.

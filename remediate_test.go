@@ -226,3 +226,20 @@ func TestBackgroundWorkersApplyRemediesWithoutHoldingUpEvaluation(t *testing.T) 
 	require.Eventually(t, func() bool { return evs.last().Kind == EventRemediated }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []EventKind{EventOpened, EventRemediating, EventRemediated}, evs.kinds())
 }
+
+func TestOneRemedyRunsAtATimePerObjectAndPerApplication(t *testing.T) {
+	s := NewRemediationStage(RemediationOptions{})
+	hook := ObjectRef{Tool: ToolArgoCD, Group: "batch", Kind: "Job", Namespace: "shop", Name: "migrate", App: "shop", AppNamespace: "argocd"}
+	sibling := hook
+	sibling.Name = "seed"
+	elsewhere := ObjectRef{Tool: ToolArgoCD, Group: "batch", Kind: "Job", Namespace: "web", Name: "migrate", App: "web", AppNamespace: "argocd"}
+	release := ObjectRef{Tool: ToolFlux, Kind: "HelmRelease", Namespace: "shop", Name: "shop"}
+
+	require.True(t, s.claim(remedyKeys("hook-finalizer-1", hook)...))
+	require.False(t, s.claim(remedyKeys("hook-completion-1", hook)...), "a second incident about the same hook waits for the first remedy")
+	require.False(t, s.claim(remedyKeys("hook-finalizer-2", sibling)...), "another hook of the same application waits: both remedies act on its operation")
+	require.True(t, s.claim(remedyKeys("hook-finalizer-3", elsewhere)...), "another application is independent")
+	require.True(t, s.claim(remedyKeys("retries-1", release)...), "an object outside Argo CD is independent")
+	s.release(remedyKeys("hook-finalizer-1", hook)...)
+	require.True(t, s.claim(remedyKeys("hook-completion-1", hook)...), "once the first remedy ended the second may run")
+}

@@ -24,6 +24,7 @@ const (
 	CallTerminateOperation Call = "TerminateOperation"
 	CallSync               Call = "Sync"
 	CallVersion            Call = "Version"
+	CallSyncWindows        Call = "GetApplicationSyncWindows"
 )
 
 // Permission returns the Argo CD RBAC policy the call needs on the application, as written in argocd-rbac-cm.
@@ -57,6 +58,10 @@ func classify(call Call, app string, err error) error {
 	}
 	switch st.Code() {
 	case codes.PermissionDenied:
+		if isSyncWindow(err) {
+			// Not RBAC: a deny window (or an allow window that is closed) refuses manual syncs until it passes.
+			return fmt.Errorf("argocd %s %s: a sync window of the application's project blocks manual syncs now; retried after the window: %w", call, app, err)
+		}
 		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: permission denied: the Argo CD account needs the RBAC permission `%s` for this application's project (argocd-rbac-cm): %w", call, app, call.Permission(), err))
 	case codes.Unauthenticated:
 		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: not authenticated: the token is missing, expired or revoked (give a valid account token with --argocd-token-file or ARGOCD_AUTH_TOKEN): %w", call, app, err))
@@ -64,6 +69,11 @@ func classify(call Call, app string, err error) error {
 		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: invalid request: %w", call, app, err))
 	}
 	return fmt.Errorf("argocd %s %s: %w", call, app, err)
+}
+
+// isSyncWindow reports whether err is Argo CD's refusal of a sync by a sync window ("blocked by sync window").
+func isSyncWindow(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "sync window")
 }
 
 // isAnotherOperation reports whether err is Argo CD's "another operation is already in progress".

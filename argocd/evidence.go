@@ -161,7 +161,8 @@ func resyncRemedy(obs AppObservation, description string) syncmedic.Remedy {
 		cmds = append(cmds, "argocd app terminate-op "+cliAppName(obs))
 	}
 	cmds = append(cmds, syncCommand(obs, p))
-	return syncmedic.Remedy{Action: syncmedic.ActionTerminateAndResync, AutoSafe: true, Description: description, Commands: cmds, Params: p}
+	return syncmedic.Remedy{Action: syncmedic.ActionTerminateAndResync, AutoSafe: true, RerunsHooks: true, Description: description,
+		Commands: cmds, Params: p}
 }
 
 func removeFinalizerRemedy(obs AppObservation, h *unstructured.Unstructured, idx int, thenSync bool) syncmedic.Remedy {
@@ -184,7 +185,8 @@ func removeFinalizerRemedy(obs AppObservation, h *unstructured.Unstructured, idx
 	desc := "Remove exactly the finalizer argocd.argoproj.io/hook-finalizer (the patch tests the entry first, so no other finalizer is touched) so the deleted hook can go away."
 	if thenSync {
 		cmds = append(cmds, "argocd app terminate-op "+cliAppName(obs)+"   # only if the operation is still running", syncCommand(obs, p))
-		desc += " Then terminate the operation that waits on it, if any, and sync the same revision again."
+		desc += " Then sync the same revision again: the new sync runs every hook of the application again (migrations included)."
 	}
-	return syncmedic.Remedy{Action: syncmedic.ActionRemoveHookFinalizer, AutoSafe: true, Description: desc, Commands: cmds, Params: p}
+	return syncmedic.Remedy{Action: syncmedic.ActionRemoveHookFinalizer, AutoSafe: true, RerunsHooks: thenSync, Description: desc,
+		Commands: cmds, Params: p}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,21 +66,42 @@ func (h hookRef) matches(obj *unstructured.Unstructured) bool {
 }
 
 // waitingRe matches gitops-engine's running-phase message (pkg/sync/sync_context.go setRunningPhase):
-// "waiting for completion of hook batch/Job/migrate and 2 more hooks", "waiting for deletion of /Pod/x".
-var waitingRe = regexp.MustCompile(`waiting for (completion of hook|deletion of|healthy state of) ([^/\s]*)/([^/\s]+)/(\S+)`)
+// "waiting for completion of hook batch/Job/migrate and 2 more hooks", "waiting for deletion of /Pod/x" (v2.14),
+// "waiting for deletion of hook batch/Job/x" (v3), "waiting for healthy state of apps/Deployment/web",
+// "waiting for pruning confirmation of /ConfigMap/x" (v3).
+var waitingRe = regexp.MustCompile(`waiting for (completion of hook|deletion of hook|deletion of|healthy state of|pruning confirmation of) ([^/\s]*)/([^/\s]+)/(\S+)`)
 
-// parseWaiting returns what an operation message says the operation waits for, and how ("completion of hook",
-// "deletion of", "healthy state of").
+// The ways an operation waits, as parseWaiting returns them.
+const (
+	waitCompletion = "completion of hook"
+	waitDeletion   = "deletion of"
+	waitHealthy    = "healthy state of"
+)
+
+// parseWaiting returns what an operation message says the operation waits for, and how (waitCompletion,
+// waitDeletion, waitHealthy or "pruning confirmation of"); v3's "deletion of hook" reads as waitDeletion.
 func parseWaiting(msg string) (how string, ref hookRef, ok bool) {
 	m := waitingRe.FindStringSubmatch(msg)
 	if m == nil {
 		return "", hookRef{}, false
 	}
-	return m[1], hookRef{Group: m[2], Kind: m[3], Name: m[4]}, true
+	how = m[1]
+	if how == "deletion of hook" {
+		how = waitDeletion
+	}
+	return how, hookRef{Group: m[2], Kind: m[3], Name: m[4]}, true
 }
 
 // hookFinished reports whether a live hook object has finished, and the evidence for it.
 func hookFinished(obj *unstructured.Unstructured) (bool, string) {
+	done, ev, _ := hookFinishedAt(obj)
+	return done, ev
+}
+
+// hookFinishedAt reports whether a live hook object has finished, the evidence, and when it finished (zero when
+// the object does not say): a Job's Complete/Failed condition, a Pod's terminal phase and its containers' finishedAt,
+// a Workflow's phase and status.finishedAt.
+func hookFinishedAt(obj *unstructured.Unstructured) (bool, string, time.Time) {
 	switch obj.GetKind() {
 	case "Job":
 		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
@@ -89,24 +111,43 @@ func hookFinished(obj *unstructured.Unstructured) (bool, string) {
 			s, _ := m["status"].(string)
 			if (t == "Complete" || t == "Failed") && s == "True" {
 				ts, _ := m["lastTransitionTime"].(string)
-				return true, fmt.Sprintf("condition %s=True at %s", t, ts)
+				return true, fmt.Sprintf("condition %s=True at %s", t, ts), parseTime(ts)
 			}
 		}
-		return false, ""
+		return false, "", time.Time{}
 	case "Pod":
 		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
-		if phase == "Succeeded" || phase == "Failed" {
-			return true, "status.phase " + phase
+		if phase != "Succeeded" && phase != "Failed" {
+			return false, "", time.Time{}
 		}
-		return false, ""
+		var at time.Time
+		statuses, _, _ := unstructured.NestedSlice(obj.Object, "status", "containerStatuses")
+		for _, c := range statuses {
+			ts, _, _ := unstructured.NestedString(asMap(c), "state", "terminated", "finishedAt")
+			if t := parseTime(ts); t.After(at) {
+				at = t
+			}
+		}
+		return true, "status.phase " + phase, at
 	case "Workflow":
 		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
 		if phase == "Succeeded" || phase == "Failed" || phase == "Error" {
-			return true, "status.phase " + phase
+			ts, _, _ := unstructured.NestedString(obj.Object, "status", "finishedAt")
+			return true, "status.phase " + phase, parseTime(ts)
 		}
-		return false, ""
+		return false, "", time.Time{}
 	}
-	return false, ""
+	return false, "", time.Time{}
+}
+
+func asMap(v interface{}) map[string]interface{} { m, _ := v.(map[string]interface{}); return m }
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 func kindLower(kind string) string { return strings.ToLower(kind) }

@@ -102,23 +102,33 @@ func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 	}
 	op := obs.App.Status.OperationState
 	running := op != nil && (op.Phase == synccommon.OperationRunning || op.Phase == synccommon.OperationTerminating)
+	lastChange := time.Time{}
 	if running {
+		lastChange = op.StartedAt.Time
+		if obs.StateSince.After(lastChange) {
+			lastChange = obs.StateSince
+		}
 		if op.Phase == synccommon.OperationRunning {
-			consider(op.StartedAt.Add(th.HookCompletion))
+			consider(lastChange.Add(th.HookCompletion)) // a waited-on hook not found
 		}
-		since := op.StartedAt.Time
-		if obs.StateSince.After(since) {
-			since = obs.StateSince
-		}
-		consider(since.Add(th.OperationStuck))
+		consider(lastChange.Add(th.OperationStuck))
 	}
 	consider(orphanCheckAt(op, th))
 	for _, h := range obs.Hooks {
+		if running {
+			if done, _, at := hookFinishedAt(h); done && at.After(lastChange) {
+				consider(at.Add(th.HookCompletion)) // a waited-on hook that finished
+			}
+		}
 		if finalizerIndex(h, HookFinalizer) < 0 {
 			continue
 		}
 		if dt := h.GetDeletionTimestamp(); dt != nil {
-			consider(dt.Add(th.HookFinalizer))
+			since := dt.Time
+			if running && lastChange.After(since) {
+				since = lastChange
+			}
+			consider(since.Add(th.HookFinalizer))
 		} else if !running {
 			since := h.GetCreationTimestamp().Time
 			if op != nil && op.FinishedAt != nil {

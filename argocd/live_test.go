@@ -136,6 +136,8 @@ func TestClassify(t *testing.T) {
 		{"an expired token is permanent", CallSync, status.Error(codes.Unauthenticated, "invalid session"), true, "token"},
 		{"an unavailable server is retried", CallWatch, status.Error(codes.Unavailable, "connection refused"), false, "connection refused"},
 		{"a plain error is retried", CallGet, errors.New("boom"), false, "boom"},
+		{"a Sync refused by a sync window is not an RBAC problem and is retried after the window", CallSync,
+			status.Error(codes.PermissionDenied, "cannot sync: blocked by sync window"), false, "sync window of the application's project blocks manual syncs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/syncmedic/syncmedic"
@@ -204,35 +206,47 @@ func (r *Remedies) RemoveHookFinalizer(ctx context.Context, f syncmedic.Finding,
 	return out, nil
 }
 
+// patchTestAttempts bounds how often removeFinalizer re-reads the object and patches again after the JSON patch's
+// test failed because the finalizer list changed in between.
+const patchTestAttempts = 3
+
+// removeFinalizer applies the test-and-remove patch. A failed test (HTTP 422 from the apiserver, which Argo CD
+// returns as InvalidArgument), a gone object or a transient error make it read the object again: a finalizer (or an
+// object) already gone is success with nothing changed, and a finalizer that moved is patched at its new index.
 func (r *Remedies) removeFinalizer(ctx context.Context, t target, o resourceOf, patch, patchType string) (step string, changed bool, err error) {
-	_, perr := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType))
-	if perr == nil {
-		r.o.Log.Info("removed hook finalizer", "app", t.String(), "action", syncmedic.ActionRemoveHookFinalizer, "subject", o.String())
-		return fmt.Sprintf("PatchResource app=%s %s: removed %s", t, o, HookFinalizer), true, nil
-	}
-	if syncmedic.IsPermanent(classify(CallPatchResource, t.String(), perr)) && !isNotFound(perr) {
-		return "PatchResource refused", false, classify(CallPatchResource, t.String(), perr)
-	}
-	// The test failed, or the object moved on: look at it before deciding.
-	live, gerr := r.getResource(ctx, t, o)
-	if gerr != nil {
-		if isNotFound(gerr) || isNotFound(perr) {
-			return fmt.Sprintf("%s is gone: nothing to remove", o), false, nil
+	for attempt := 1; ; attempt++ {
+		_, perr := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType))
+		if perr == nil {
+			r.o.Log.Info("removed hook finalizer", "app", t.String(), "action", syncmedic.ActionRemoveHookFinalizer, "subject", o.String())
+			step = fmt.Sprintf("PatchResource app=%s %s: removed %s", t, o, HookFinalizer)
+			if attempt > 1 {
+				step += fmt.Sprintf(" (the finalizer list had changed; patched again after reading it, attempt %d)", attempt)
+			}
+			return step, true, nil
 		}
-		return "PatchResource failed", false, classify(CallPatchResource, t.String(), perr)
+		cerr := classify(CallPatchResource, t.String(), perr)
+		testFailed := status.Code(perr) == codes.InvalidArgument
+		if syncmedic.IsPermanent(cerr) && !isNotFound(perr) && !testFailed {
+			return "PatchResource refused", false, cerr
+		}
+		live, gerr := r.getResource(ctx, t, o)
+		if gerr != nil {
+			if isNotFound(gerr) || isNotFound(perr) {
+				return fmt.Sprintf("%s is gone: nothing to remove", o), false, nil
+			}
+			return "PatchResource failed", false, cerr
+		}
+		idx := finalizerIndex(live, HookFinalizer)
+		if idx < 0 {
+			return fmt.Sprintf("%s no longer has %s: nothing to remove", o, HookFinalizer), false, nil
+		}
+		again := RemoveFinalizerPatch(idx, HookFinalizer)
+		if (again == patch && patchType == JSONPatchType) || attempt >= patchTestAttempts {
+			// The same patch would fail the same way (the rejection was not the test), or the list keeps moving.
+			return "PatchResource failed", false, cerr
+		}
+		patch, patchType = again, JSONPatchType
 	}
-	idx := finalizerIndex(live, HookFinalizer)
-	if idx < 0 {
-		return fmt.Sprintf("%s no longer has %s: nothing to remove", o, HookFinalizer), false, nil
-	}
-	again := RemoveFinalizerPatch(idx, HookFinalizer)
-	if again == patch {
-		return "PatchResource failed", false, classify(CallPatchResource, t.String(), perr)
-	}
-	if _, err := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, again, JSONPatchType)); err != nil {
-		return "PatchResource failed", false, classify(CallPatchResource, t.String(), err)
-	}
-	return fmt.Sprintf("PatchResource app=%s %s: removed %s (finalizer list had changed; patched index %d)", t, o, HookFinalizer, idx), true, nil
 }
 
 // TerminateAndResync terminates the application's running operation, waits on the watch for its phase to leave

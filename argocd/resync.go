@@ -52,6 +52,12 @@ func (r *Remedies) resync(ctx context.Context, t target, p map[string]string) (s
 	}
 	req := syncRequest(t, app, p)
 	if !stopped(app) {
+		// Never terminate what cannot be synced again: a sync window would refuse the Sync and leave the
+		// application terminated.
+		if step, err := r.checkSyncWindows(ctx, t); err != nil {
+			out.Steps = append(out.Steps, step)
+			return out, err
+		}
 		step, changed, err := r.terminate(ctx, t, p)
 		out.Steps, out.Changed = append(out.Steps, step), changed
 		if err != nil {
@@ -73,6 +79,34 @@ func (r *Remedies) resync(ctx context.Context, t target, p map[string]string) (s
 		out.Changed = true
 	}
 	return out, err
+}
+
+// checkSyncWindows asks Argo CD whether a manual sync of the application is allowed now (the same check Sync makes);
+// when a window blocks it the error is retryable: the remedy runs again once the window has passed.
+func (r *Remedies) checkSyncWindows(ctx context.Context, t target) (string, error) {
+	q := &application.ApplicationSyncWindowsQuery{Name: strPtr(t.name)}
+	if t.namespace != "" {
+		q.AppNamespace = strPtr(t.namespace)
+	}
+	if t.project != "" {
+		q.Project = strPtr(t.project)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := r.o.Client.GetApplicationSyncWindows(cctx, q)
+	if err != nil {
+		return "GetApplicationSyncWindows failed: not terminating", classify(CallSyncWindows, t.String(), err)
+	}
+	if res.CanSync != nil && !*res.CanSync {
+		var names []string
+		for _, w := range res.ActiveWindows {
+			names = append(names, fmt.Sprintf("%s %s for %s", w.GetKind(), w.GetSchedule(), w.GetDuration()))
+		}
+		step := fmt.Sprintf("app=%s: a sync window blocks manual syncs now (%s): not terminating its operation", t, strings.Join(names, "; "))
+		return step, fmt.Errorf("argocd %s %s: a sync window of project %q blocks manual syncs now (active: %s), so the operation "+
+			"was left running rather than terminated with no way to sync again; retried after the window", CallSyncWindows, t, t.project, strings.Join(names, "; "))
+	}
+	return "", nil
 }
 
 func phaseOf(app *v1alpha1.Application) string {

@@ -19,10 +19,12 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	if obs.App == nil {
 		return nil
 	}
+	// In order of precedence: one object gets one plan (see onePlanPerObject).
 	var out []syncmedic.Finding
+	out = append(out, HookImmutable(obs, now, th)...)
 	out = append(out, HookFinalizerStuck(obs, now, th)...)
 	out = append(out, HookCompletionMissed(obs, now, th)...)
-	out = append(out, HookImmutable(obs, now, th)...)
+	out = onePlanPerObject(out)
 	if len(out) == 0 {
 		out = append(out, OperationStuck(obs, now, th)...)
 	}
@@ -32,9 +34,38 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	return out
 }
 
+// onePlanPerObject keeps, for each object, only the first finding of fs (the rules run in order of precedence) and
+// adds the summaries of the others to its evidence, so one hook never gets two incidents with two remedies: a failed
+// sync on an immutable hook held by the finalizer is one hook-immutable plan (remove the finalizer, then sync), and a
+// deleted hook the operation waits on is first released from the finalizer (hook-finalizer-stuck), which is the
+// minimal action, before anything terminates the operation.
+func onePlanPerObject(fs []syncmedic.Finding) []syncmedic.Finding {
+	if len(fs) < 2 {
+		return fs
+	}
+	kept := map[string]int{}
+	out := fs[:0:0]
+	for _, f := range fs {
+		key := syncmedic.ObjectKey(f.Object)
+		if i, ok := kept[key]; ok {
+			out[i].Evidence = append(out[i].Evidence, syncmedic.Evidence{Field: "also (" + string(f.Rule) + ")", Value: f.Summary})
+			continue
+		}
+		kept[key] = len(out)
+		out = append(out, f)
+	}
+	return out
+}
+
 // HookFinalizerStuck reports hook objects held by argocd.argoproj.io/hook-finalizer: deleted longer than the
-// threshold ago, or carrying the finalizer while the application has no operation running (orphaned by a
-// downgrade from v2.14.3, or leaked by a 3.x path).
+// threshold ago while nothing will release them, or carrying the finalizer while the application has no operation
+// running (orphaned by a downgrade from v2.14.3, or leaked by a 3.x path).
+//
+// A deleted hook that keeps the finalizer while its operation runs other tasks is not stuck: gitops-engine (v3)
+// removes the finalizer of a completed hook only once nothing else in the wave is running, so a fast hook Job
+// deleted by its TTL beside a slow hook stays, deleting, until the slow one ends (removing the finalizer then
+// re-creates the fast-Job race, argo-cd #21055). It is stuck when the operation waits on this very hook (its deletion
+// or completion), or waits on nothing else, for longer than the threshold.
 func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	app := obs.App
 	op := app.Status.OperationState
@@ -47,11 +78,26 @@ func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []sync
 		}
 		var summary string
 		var since time.Time
+		var extra []syncmedic.Evidence
 		if dt := h.GetDeletionTimestamp(); dt != nil {
-			if now.Sub(dt.Time) < th.HookFinalizer {
+			since = dt.Time
+			if running {
+				how, onThis := waitingOn(op, h)
+				if !onThis && how != "" {
+					continue // the wave still runs another task: gitops-engine releases the finalizer when it ends
+				}
+				// Waiting on this hook, or on nothing visible: count from the later of the deletion and the last
+				// change of the operation, so a wave that just moved on gets the whole threshold.
+				if obs.StateSince.After(since) {
+					since = obs.StateSince
+				}
+				if how != "" {
+					extra = append(extra, syncmedic.Evidence{Field: "operation waits for", Value: how + " this hook"})
+				}
+			}
+			if now.Sub(since) < th.HookFinalizer {
 				continue
 			}
-			since = dt.Time
 			summary = fmt.Sprintf("%s %s/%s is stuck terminating: Argo CD's hook finalizer was never removed", h.GetKind(), h.GetNamespace(), h.GetName())
 		} else {
 			if running {
@@ -68,23 +114,46 @@ func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []sync
 		}
 		f := syncmedic.NewFinding(syncmedic.RuleHookFinalizerStuck, hookObjectRef(obs, h), summary)
 		f.Since = since
-		f.Evidence = append(hookEvidence(h), operationEvidence(op)...)
-		f.Remedy = removeFinalizerRemedy(obs, h, idx, running && waitsOn(op, h))
+		f.Evidence = append(append(hookEvidence(h), operationEvidence(op)...), extra...)
+		// The minimal remedy: once the object is gone, an operation waiting for its deletion creates the new hook
+		// by itself (gitops-engine retries the delete), so nothing is terminated and no hook re-runs.
+		f.Remedy = removeFinalizerRemedy(obs, h, idx, false)
 		f.Links = appLinks(obs)
 		out = append(out, f)
 	}
 	return out
 }
 
-// HookCompletionMissed reports an operation that has been Running past the threshold while it waits for a hook
-// whose live object already finished (or is gone): the fast-Job race (argo-cd #21055, #6880).
+// waitingOn says how a running operation waits: how is "" when nothing it waits on is visible (no parsable
+// message and no hook result Running/Pending), and onThis is true when it waits on obj itself.
+func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how string, onThis bool) {
+	if h, ref, ok := parseWaiting(op.Message); ok {
+		how = h
+		if ref.matches(obj) {
+			return how, true
+		}
+	}
+	for _, r := range waitingHooks(op) {
+		if r.matches(obj) {
+			return waitCompletion, true
+		}
+		how = waitCompletion
+	}
+	return how, false
+}
+
+// HookCompletionMissed reports an operation Running while it waits for a hook whose live object already finished,
+// or is not found, for longer than the threshold: the fast-Job race (argo-cd #21055, #6880). The time counts from
+// when the hook finished (or, when it is not found, from the operation's last change): the resource tree comes from
+// the controller's cache and lags it by seconds, so a hook that just finished or was just created is not missed.
 func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
 	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown {
 		return nil
 	}
-	if now.Sub(op.StartedAt.Time) < th.HookCompletion {
-		return nil
+	lastChange := op.StartedAt.Time
+	if obs.StateSince.After(lastChange) {
+		lastChange = obs.StateSince
 	}
 	var out []syncmedic.Finding
 	for _, ref := range waitingHooks(op) {
@@ -95,12 +164,21 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 				break
 			}
 		}
-		var why string
+		var why, state string
+		since := lastChange
 		if live == nil {
-			why = "live object: not found (it finished and was deleted before Argo CD looked)"
-		} else if done, ev := hookFinished(live); done {
-			why = "live object finished: " + ev
+			why = "not found in Argo CD's resource tree (deleted — by its TTL or a delete policy — before Argo CD saw it finish)"
+			state = "which is not found"
+		} else if done, ev, at := hookFinishedAt(live); done {
+			why = "finished: " + ev
+			state = "which already finished"
+			if at.After(since) {
+				since = at
+			}
 		} else {
+			continue
+		}
+		if now.Sub(since) < th.HookCompletion {
 			continue
 		}
 		o := appObjectRef(obs)
@@ -111,13 +189,15 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 			o.Namespace = obs.App.Spec.Destination.Namespace
 		}
 		f := syncmedic.NewFinding(syncmedic.RuleHookCompletionMissed, o,
-			fmt.Sprintf("Sync of %s has waited %s for hook %s, which already finished", appName(obs), syncmedic.HumanDuration(now.Sub(op.StartedAt.Time)), ref))
-		f.Since = op.StartedAt.Time
+			fmt.Sprintf("Sync of %s has waited %s for hook %s, %s", appName(obs), syncmedic.HumanDuration(now.Sub(op.StartedAt.Time)), ref, state))
+		f.Since = since
 		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "hook " + ref.String(), Value: why})
 		if live != nil {
 			f.Evidence = append(f.Evidence, hookEvidence(live)...)
 		}
-		f.Remedy = resyncRemedy(obs, "Terminate the stuck operation, wait until it has stopped, then sync the same revision with the same options: the hook already ran, so the new operation proceeds past it.")
+		f.Remedy = resyncRemedy(obs, "Terminate the stuck operation, wait until it has stopped, then sync the same revision with the same options. "+
+			"The new sync runs every hook of the application again (BeforeHookCreation deletes and recreates them), this one included: "+
+			"make sure re-running them is harmless (database migrations!) before you do it.")
 		f.Links = appLinks(obs)
 		out = append(out, f)
 	}
@@ -214,26 +294,10 @@ func waitingHooks(op *v1alpha1.OperationState) []hookRef {
 			}
 		}
 	}
-	if how, ref, ok := parseWaiting(op.Message); ok && how == "completion of hook" {
+	if how, ref, ok := parseWaiting(op.Message); ok && how == waitCompletion {
 		add(ref)
 	}
 	return refs
-}
-
-// waitsOn reports whether a running operation waits for obj (its completion or its deletion).
-func waitsOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) bool {
-	if op == nil {
-		return false
-	}
-	if _, ref, ok := parseWaiting(op.Message); ok && ref.matches(obj) {
-		return true
-	}
-	for _, r := range waitingHooks(op) {
-		if r.matches(obj) {
-			return true
-		}
-	}
-	return false
 }
 
 // immutableMessages returns the "field is immutable" errors of a failed operation by the resource they name; the

@@ -109,7 +109,9 @@ func TestEvaluate(t *testing.T) {
 				f := fs[0]
 				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
 				require.Equal(t, `[{"op":"test","path":"/metadata/finalizers/1","value":"argocd.argoproj.io/hook-finalizer"},{"op":"remove","path":"/metadata/finalizers/1"}]`, f.Remedy.Params[ParamPatch])
-				require.Equal(t, "true", f.Remedy.Params[ParamThenSync], "the running operation waits on this hook")
+				require.Equal(t, "false", f.Remedy.Params[ParamThenSync], "gitops-engine creates the new hook once the old one is gone: removing the finalizer alone unblocks the operation")
+				require.False(t, f.Remedy.RerunsHooks, "the minimal remedy re-runs no hook")
+				require.Len(t, f.Remedy.Commands, 2, "no terminate-op or sync command: nothing but the finalizer is touched")
 				require.Equal(t, "4f2c1e9", f.Remedy.Params[ParamRevision])
 				require.Equal(t, "Job", f.Object.Kind)
 				require.Equal(t, "shop", f.Object.App)
@@ -163,6 +165,10 @@ func TestEvaluate(t *testing.T) {
 			check: func(t *testing.T, fs []syncmedic.Finding) {
 				f := fs[0]
 				require.Equal(t, syncmedic.ActionTerminateAndResync, f.Remedy.Action)
+				require.True(t, f.Remedy.RerunsHooks, "a new sync re-runs every hook")
+				require.Contains(t, f.Remedy.Description, "runs every hook of the application again")
+				require.Contains(t, f.Summary, "which already finished")
+				require.Equal(t, now.Add(-59*time.Minute), f.Since, "counted from when the Job finished")
 				require.Equal(t, []string{"argocd app terminate-op argocd/shop", "argocd app sync argocd/shop --revision 4f2c1e9 --sync-option CreateNamespace=true"}, f.Remedy.Commands)
 				require.Equal(t, "CreateNamespace=true", f.Remedy.Params[ParamSyncOptions])
 				require.Contains(t, f.Advisories[0], "#21055")
@@ -176,6 +182,69 @@ func TestEvaluate(t *testing.T) {
 			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
 				require.Contains(t, fs[0].Evidence[len(fs[0].Evidence)-1].Value, "not found")
+				require.Contains(t, fs[0].Summary, "which is not found", "the evidence is that it is missing, not that it finished")
+			},
+		},
+		{
+			name: "a hook Job that finished a minute ago is not a missed completion yet, however old the operation",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, nil, nil, false)
+				require.NoError(t, unstructured.SetNestedSlice(j.Object, []interface{}{
+					map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-time.Minute).Format(time.RFC3339)},
+				}, "status", "conditions"))
+				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true,
+					StateSince: now.Add(-time.Minute), Hooks: []*unstructured.Unstructured{j}}
+			},
+		},
+		{
+			name: "a hook missing from the resource tree right after the operation moved on is not a missed completion yet",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, waiting, "")), HooksKnown: true, StateSince: now.Add(-10 * time.Second)}
+			},
+		},
+		{
+			name: "a fast hook deleted by its TTL beside a slow hook of the same wave keeps the finalizer by design (v3)",
+			obs: func(t *testing.T) AppObservation {
+				op := runningOp(10*time.Minute, "waiting for completion of hook batch/Job/slow-migrate", "")
+				op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationSucceeded},
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+				}}
+				slow := hookJob(t, []string{HookFinalizer}, nil, false)
+				slow.SetName("slow-migrate")
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v3.6.1",
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(8*time.Minute), true), slow}}
+			},
+		},
+		{
+			name: "a deleted hook the v3 operation waits to delete past the threshold is stuck, and only its finalizer is removed",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, "waiting for deletion of hook batch/Job/migrate", "")), HooksKnown: true,
+					ServerVersion: "v3.0.12", Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, "false", fs[0].Remedy.Params[ParamThenSync])
+				require.Contains(t, fs[0].Evidence[len(fs[0].Evidence)-1].Value, "deletion of this hook")
+			},
+		},
+		{
+			name: "a deleted hook held by the finalizer while the operation just changed state is given the whole threshold",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, "", "")), HooksKnown: true, StateSince: now.Add(-30 * time.Second),
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
+			},
+		},
+		{
+			name: "a deleted hook the operation waits to complete gets the finalizer removed first, not a terminate",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true,
+					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, fs[0].Remedy.Action)
+				require.Equal(t, "also (argocd/hook-completion-missed)", fs[0].Evidence[len(fs[0].Evidence)-1].Field)
 			},
 		},
 		{
@@ -197,11 +266,14 @@ func TestEvaluate(t *testing.T) {
 				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, ServerVersion: "v2.14.3+71fd4e5",
 					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, nil, true)}}
 			},
-			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck, syncmedic.RuleHookImmutable},
+			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
-				f := fs[1]
+				f := fs[0]
 				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
 				require.Equal(t, "true", f.Remedy.Params[ParamThenSync])
+				require.True(t, f.Remedy.RerunsHooks, "the sync after the patch runs the hooks again")
+				require.Equal(t, "also (argocd/hook-finalizer-stuck)", f.Evidence[len(f.Evidence)-1].Field,
+					"one object, one plan: the finalizer finding is folded into the immutable-hook one")
 				require.Equal(t, "9a8b7c6", f.Remedy.Params[ParamRevision])
 				require.Contains(t, f.Advisories[0], "v2.14.4")
 			},

@@ -61,7 +61,7 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	effects := argo.CountOperations(t, s.App.Name)
 	restored := make(chan struct{})
 	outageAtTermination(t, argo, s.App.Name, proxy.Down, func() { proxy.Up(); close(restored) }, 2*time.Second)
-	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n")
+	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n    rerunHooks: true\n")
 	subject := argocd.Subject("", argo.Namespace, s.App.Name)
 
 	missed := func() []syncmedic.Incident {
