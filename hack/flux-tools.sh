@@ -1,20 +1,56 @@
 #!/usr/bin/env bash
-# Builds Flux's notification-controller v1.5.0 with `go build` from tools/notification-controller (its own go.mod:
-# it needs Kubernetes v0.32 libraries, so it cannot live in the main module) into bin/, and copies its CRDs from
-# the module's config/crd/bases into bin/crds-flux/. Idempotent and quick when up to date.
+# Builds Flux's controllers with `go build` from their own small modules in tools/ (each needs its own Kubernetes
+# libraries, so none can live in the main module) into bin/, and copies each module's CRDs from its
+# config/crd/bases. Idempotent and quick when up to date.
+#   - notification-controller v1.5.0 → bin/notification-controller, CRDs in bin/crds-flux/
+#   - source-controller v1.7.3 → bin/source-controller, CRDs in bin/crds-source-controller/
+#   - helm-controller v1.4.3 (Flux 2.7, API v2) → bin/helm-controller-v1.4.3, CRDs in bin/crds-helm-controller-v1.4.3/
+#   - helm-controller v0.37.2 (Flux 2.2, v2beta2 storage) → bin/helm-controller-v0.37.2, CRDs in
+#     bin/crds-helm-controller-v0.37.2/ (the real-controller tests install each controller's own CRDs, the way a Flux
+#     upgrade replaces them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/bin
-DIR=$ROOT/tools/notification-controller
 mkdir -p "$BIN"
+
+# build NAME TOOLDIR MODULE CRDDIR: go build MODULE's main package from tools/TOOLDIR into bin/NAME and copy the
+# module's config/crd/bases/*.yaml into bin/CRDDIR, unless the stamp matches.
+build() {
+  local name=$1 dir=$ROOT/tools/$2 mod=$3 crds=$BIN/$4
+  local stamp
+  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$mod $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  if [ -x "$BIN/$name" ] && [ -d "$crds" ] && [ "$(cat "$BIN/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "flux-tools: building $name (first time takes minutes; cached afterwards)" >&2
+  local start=$SECONDS
+  (cd "$dir" && go build -trimpath -o "$BIN/$name" "$mod")
+  echo "flux-tools: built $name in $((SECONDS - start))s" >&2
+  rm -rf "$crds" && mkdir -p "$crds"
+  local src
+  src=$(cd "$dir" && go list -m -f '{{.Dir}}' "$mod")
+  cp "$src"/config/crd/bases/*.yaml "$crds/"
+  chmod u+w "$crds"/*.yaml
+  echo "$stamp" > "$BIN/.$name.stamp"
+}
+
+# notification-controller keeps its historical stamp (go.mod + go.sum + Go version) so a tree built before the
+# other controllers were added is not rebuilt.
+DIR=$ROOT/tools/notification-controller
 stamp=$(cat "$DIR/go.mod" "$DIR/go.sum" <(go env GOVERSION) | sha256sum | cut -c1-16)
 if [ ! -x "$BIN/notification-controller" ] || [ "$(cat "$BIN/.notification-controller.stamp" 2>/dev/null)" != "$stamp" ]; then
   echo "flux-tools: building notification-controller (first time takes minutes; cached afterwards)" >&2
+  start=$SECONDS
   (cd "$DIR" && go build -trimpath -o "$BIN/notification-controller" github.com/fluxcd/notification-controller)
+  echo "flux-tools: built notification-controller in $((SECONDS - start))s" >&2
   rm -rf "$BIN/crds-flux" && mkdir -p "$BIN/crds-flux"
   src=$(cd "$DIR" && go list -m -f '{{.Dir}}' github.com/fluxcd/notification-controller)
   cp "$src"/config/crd/bases/*.yaml "$BIN/crds-flux/"
   chmod u+w "$BIN"/crds-flux/*.yaml
   echo "$stamp" > "$BIN/.notification-controller.stamp"
 fi
+
+build source-controller source-controller github.com/fluxcd/source-controller crds-source-controller
+build helm-controller-v1.4.3 helm-controller github.com/fluxcd/helm-controller crds-helm-controller-v1.4.3
+build helm-controller-v0.37.2 helm-controller-v0.37 github.com/fluxcd/helm-controller crds-helm-controller-v0.37.2

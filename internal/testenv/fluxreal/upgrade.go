@@ -1,0 +1,80 @@
+package fluxreal
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ControllerUpgrade records what ScenarioControllerUpgrade saw.
+type ControllerUpgrade struct {
+	Namespace, Name string
+	// Old is the release as helm-controller v0.37.2 left it (read as v2beta2).
+	Old *helmv2.HelmRelease
+	// Inherited is the release after the CRDs and controller were upgraded, before the spec change, once the new
+	// controller had a chance to reconcile it (read as v2).
+	Inherited *helmv2.HelmRelease
+	// Changed is the release right after the spec change; Caught is the release once observedGeneration reached
+	// the new generation (nil when it did not within the wait), after CaughtAfter.
+	Changed, Caught *helmv2.HelmRelease
+	CaughtAfter     time.Duration
+	// StoredVersions is the HelmRelease CRD's status.storedVersions after the upgrade.
+	StoredVersions []string
+}
+
+// ScenarioControllerUpgrade performs a Flux upgrade on the stack's apiserver: a release installed and reconciled by
+// helm-controller v0.37.2 with its own CRDs (v2beta2 storage), then helm-controller stopped, the CRDs replaced by
+// v1.4.3's, v1.4.3 started, and the release's spec changed (a new chart version) — recording what the new
+// controller does with the status the old one wrote. The stack must have been started with HelmControllerV037 on an
+// apiserver of the test's own (testenv.KubePrivate): the CRD swap is cluster-wide.
+func (s *Stack) ScenarioControllerUpgrade(t testing.TB, namespace string, repo *Repo, name string, wait time.Duration) ControllerUpgrade {
+	t.Helper()
+	if s.Helm != HelmControllerV037 {
+		t.Fatalf("fluxreal: ScenarioControllerUpgrade needs a stack started with helm-controller %s, not %s", HelmControllerV037.Version, s.Helm.Version)
+	}
+	sc := ControllerUpgrade{Namespace: namespace, Name: name}
+	sc.Old = s.Installed(t, namespace, repo, Release{Name: name})
+
+	s.StopHelmController()
+	if err := InstallCRDs(s.Env, HelmControllerV1.CRDDir()); err != nil {
+		t.Fatalf("fluxreal: upgrading the HelmRelease CRD: %v", err)
+	}
+	if err := s.StartHelmController(HelmControllerV1); err != nil {
+		t.Fatalf("fluxreal: starting helm-controller %s: %v", HelmControllerV1.Version, err)
+	}
+	// The new controller reconciles every release when it starts; it writes only what changed, so wait for a write
+	// or, when none comes, a few seconds.
+	before := s.Get(t, namespace, name).ResourceVersion
+	settle := time.Now().Add(15 * time.Second)
+	for {
+		sc.Inherited = s.Get(t, namespace, name)
+		if sc.Inherited.ResourceVersion != before || time.Now().After(settle) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	repo.Publish(t, ConfigMapChart(name, "1.0.1"))
+	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"spec": map[string]any{"version": "1.0.1"}}})
+	changedAt := time.Now()
+	sc.Changed = s.Get(t, namespace, name)
+	deadline := changedAt.Add(wait)
+	for time.Now().Before(deadline) {
+		hr := s.Get(t, namespace, name)
+		if hr.Status.ObservedGeneration == hr.Generation && IsReady(hr) {
+			sc.Caught, sc.CaughtAfter = hr, time.Since(changedAt)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := s.Env.Client.Get(context.Background(), client.ObjectKey{Name: "helmreleases.helm.toolkit.fluxcd.io"}, crd); err != nil {
+		t.Fatalf("fluxreal: reading the HelmRelease CRD: %v", err)
+	}
+	sc.StoredVersions = crd.Status.StoredVersions
+	return sc
+}
