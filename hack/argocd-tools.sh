@@ -1,3 +1,56 @@
 #!/usr/bin/env bash
-# Placeholder until the Argo CD controllers are built here (issue 12).
-exit 0
+# Builds Argo CD's multi-call binary (application-controller, repo-server, argocd-server; argv[0] or
+# ARGOCD_BINARY_NAME picks the component) once per tested version, with `go build` from the small wrapper modules in
+# tools/argocd-*/ (each version pins its own Kubernetes libraries, so none can live in the main module). Idempotent
+# and quick when up to date. For each version V:
+#   - bin/argocd-V                 the binary, its version stamped (common.version), else its Version API says v99.99.99
+#   - bin/crds-argocd-V/           the version's Application, AppProject and ApplicationSet CRDs (manifests/crds)
+#   - bin/argocd-V-hack/           git-verify-wrapper.sh, git-ask-pass.sh, gpg-wrapper.sh from the module's hack/
+#                                  (the repo-server runs git through them; module files are read-only, so copied +x)
+# Versions (see UPSTREAM-VERSIONS.md): v2.14.21 (argo-cd/v2), v3.0.12 (a 3.0 release before the hook-finalizer leak
+# fixes of 3.0.16) and v3.6.1 (newest; its module says go 1.27, built with GOTOOLCHAIN=go1.27.2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/bin
+mkdir -p "$BIN"
+
+log() { printf 'argocd-tools: %s\n' "$*" >&2; }
+
+# The repo-server shells out to git (and the tests create their repositories with it).
+if ! command -v git >/dev/null 2>&1; then
+  log "installing git (Debian package)"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null
+fi
+
+# build VERSION TOOLDIR MODULE TOOLCHAIN: build MODULE/cmd from tools/TOOLDIR into bin/argocd-VERSION, copy its CRDs
+# and git/gpg wrappers, unless the stamp matches.
+build() {
+  local version=$1 dir=$ROOT/tools/$2 mod=$3 toolchain=$4
+  local name=argocd-$version crds=$BIN/crds-argocd-$version hack=$BIN/argocd-$version-hack
+  local ldflags="-X $mod/common.version=${version#v}"
+  local stamp
+  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$mod $ldflags $toolchain $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  if [ -x "$BIN/$name" ] && [ -d "$crds" ] && [ -d "$hack" ] && [ "$(cat "$BIN/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  log "building $name (first time takes minutes; cached afterwards)"
+  local start=$SECONDS
+  (cd "$dir" && GOTOOLCHAIN=$toolchain go build -trimpath -o "$BIN/$name" -ldflags "$ldflags" "$mod/cmd")
+  log "built $name in $((SECONDS - start))s"
+  local src
+  src=$(cd "$dir" && GOTOOLCHAIN=$toolchain go list -m -f '{{.Dir}}' "$mod")
+  rm -rf "$crds" "$hack" && mkdir -p "$crds" "$hack"
+  cp "$src"/manifests/crds/application-crd.yaml "$src"/manifests/crds/appproject-crd.yaml \
+    "$src"/manifests/crds/applicationset-crd.yaml "$crds/"
+  cp "$src"/hack/git-verify-wrapper.sh "$src"/hack/git-ask-pass.sh "$src"/hack/gpg-wrapper.sh "$hack/"
+  chmod u+w "$crds"/*.yaml && chmod 0755 "$hack"/*.sh
+  echo "$stamp" > "$BIN/.$name.stamp"
+}
+
+build v2.14.21 argocd-v2.14 github.com/argoproj/argo-cd/v2 local
+build v3.6.1 argocd-v3.6 github.com/argoproj/argo-cd/v3 go1.27.2
+build v3.0.12 argocd-v3.0 github.com/argoproj/argo-cd/v3 local
