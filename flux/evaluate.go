@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/syncmedic/syncmedic"
@@ -46,12 +47,32 @@ func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sin
 			obs.DependenciesKnown = false
 		}
 	}
+	if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Reason == meta.DependencyNotReadyReason && len(hr.Spec.DependsOn) > 0 {
+		// The v1.1 Go types drop dependsOn[].readyExpr (API ≥ v1.4): read it from the object as stored, only for the
+		// few releases the dependency rule may judge.
+		if exprs, err := w.readyExprs(ctx, key.nn); err != nil {
+			w.log.Debug("reading dependsOn readyExpr", "subject", key.subject(), "error", err)
+			obs.DependenciesKnown = false
+		} else {
+			obs.ReadyExprs = exprs
+		}
+	}
 	findings := EvaluateRelease(obs, now, w.opts.Thresholds)
 	w.log.Debug("evaluated HelmRelease", "subject", key.subject(), "findings", len(findings))
 	sink.Observe(ctx, key.subject(), findings)
-	if at, ok := nextThreshold(hr, now, w.opts.Thresholds); ok {
+	if at, ok := nextThreshold(hr, obs.Dependencies, now, w.opts.Thresholds); ok {
 		w.queue.AddAfter(key, at.Sub(now))
 	}
+}
+
+// readyExprs reads spec.dependsOn[].readyExpr of one HelmRelease straight from the apiserver.
+func (w *Watcher) readyExprs(ctx context.Context, nn types.NamespacedName) (map[types.NamespacedName]string, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
+	if err := w.direct.Get(ctx, nn, u); err != nil {
+		return nil, err
+	}
+	return ReadyExprsOf(u), nil
 }
 
 func (w *Watcher) evaluateCRD(ctx context.Context, key watchKey, now time.Time, sink syncmedic.Sink) {
@@ -81,16 +102,20 @@ func CRDObservationOf(crd *apiextensionsv1.CustomResourceDefinition) CRDObservat
 	return obs
 }
 
-// nextThreshold returns the earliest future moment a time-based rule could start matching hr: the stale-status and
-// DependencyNotReady thresholds counted from the Ready condition's transition. An extra evaluation is harmless; a
-// missed one would delay detection, so both candidates are armed without re-checking each rule's preconditions.
-func nextThreshold(hr *helmv2.HelmRelease, now time.Time, th Thresholds) (time.Time, bool) {
+// nextThreshold returns the earliest future moment a time-based rule could start matching hr: the stale-status
+// threshold counted from the Ready condition's transition, and the DependencyNotReady threshold counted from it and
+// from each known dependency's Ready transition. An extra evaluation is harmless; a missed one would delay detection,
+// so every candidate is armed without re-checking each rule's preconditions.
+func nextThreshold(hr *helmv2.HelmRelease, deps map[types.NamespacedName]*helmv2.HelmRelease, now time.Time, th Thresholds) (time.Time, bool) {
 	var candidates []time.Time
 	if hr.Status.ObservedGeneration < hr.Generation {
 		candidates = append(candidates, readySince(hr).Add(th.StaleStatus))
 	}
 	if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == "False" && c.Reason == meta.DependencyNotReadyReason {
 		candidates = append(candidates, c.LastTransitionTime.Add(th.DependencyNotReady))
+		for _, d := range deps {
+			candidates = append(candidates, readySince(d).Add(th.DependencyNotReady))
+		}
 	}
 	var next time.Time
 	for _, t := range candidates {

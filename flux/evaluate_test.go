@@ -45,7 +45,7 @@ func TestNextThreshold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			at, ok := nextThreshold(tt.hr().Release, now, th)
+			at, ok := nextThreshold(tt.hr().Release, tt.hr().Dependencies, now, th)
 			require.Equal(t, tt.want, ok)
 			require.True(t, tt.wantAt.Equal(at), "want %s, got %s", tt.wantAt, at)
 		})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,9 +17,36 @@ type ReleaseObservation struct {
 	// true when the source looked for them, so that an absent dependency is really absent.
 	Dependencies      map[types.NamespacedName]*helmv2.HelmRelease
 	DependenciesKnown bool
+	// ReadyExprs are the spec.dependsOn[].readyExpr CEL expressions (helm-controller API ≥ v1.4) by dependency, as
+	// stored: the v1.1 Go types of Release drop the field, so sources read it from the object itself
+	// (ReadyExprsOf). An expression replaces the built-in readiness check for its dependency.
+	ReadyExprs map[types.NamespacedName]string
 	// ControllerVersion is the helm-controller version when known (an event's reportingController metadata or the
 	// controller image tag), e.g. "v0.36.2".
 	ControllerVersion string
+}
+
+// ReadyExprsOf reads spec.dependsOn[].readyExpr from a HelmRelease as stored (unstructured), by dependency.
+func ReadyExprsOf(u *unstructured.Unstructured) map[types.NamespacedName]string {
+	deps, _, _ := unstructured.NestedSlice(u.Object, "spec", "dependsOn")
+	var out map[types.NamespacedName]string
+	for _, d := range deps {
+		m, _ := d.(map[string]interface{})
+		expr, _ := m["readyExpr"].(string)
+		if expr == "" {
+			continue
+		}
+		name, _ := m["name"].(string)
+		ns, _ := m["namespace"].(string)
+		if ns == "" {
+			ns = u.GetNamespace()
+		}
+		if out == nil {
+			out = map[types.NamespacedName]string{}
+		}
+		out[types.NamespacedName{Namespace: ns, Name: name}] = expr
+	}
+	return out
 }
 
 // CRDObservation is the HelmRelease CustomResourceDefinition's storage state.

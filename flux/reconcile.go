@@ -70,7 +70,9 @@ var ErrRequestUnsuccessful = errors.New("the last reconcile request was handled 
 
 // decide picks the request to write for action on hr, given when the condition began (since) — or requestNone with
 // the reason. It is pure: the rules of escalation and idempotence live here.
-func decide(hr *helmv2.HelmRelease, action syncmedic.ActionID, since time.Time) (request, string, error) {
+// With escalate false, a handled plain request is not followed by a forced one (flux/dependency-not-ready-false:
+// --force does not change how dependencies are checked).
+func decide(hr *helmv2.HelmRelease, action syncmedic.ActionID, since time.Time, escalate bool) (request, string, error) {
 	ann := hr.GetAnnotations()
 	req := ann[meta.ReconcileRequestAnnotation]
 	handled := hr.Status.LastHandledReconcileAt
@@ -96,6 +98,9 @@ func decide(hr *helmv2.HelmRelease, action syncmedic.ActionID, since time.Time) 
 		}
 		if ann[helmv2.ForceRequestAnnotation] == req {
 			return requestNone, "", fmt.Errorf("%w: forced reconcile %s was handled", ErrRequestUnsuccessful, req)
+		}
+		if !escalate {
+			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled; a forced reconcile would not change the dependency check", ErrRequestUnsuccessful, req)
 		}
 		return requestForce, "", nil
 	default:
@@ -132,7 +137,7 @@ func (r *ReconcileRequester) Remediate(ctx context.Context, f syncmedic.Finding,
 		out.Steps = append(out.Steps, fmt.Sprintf("HelmRelease %s %s; nothing to do", key, why))
 		return out, nil
 	}
-	q, reason, err := decide(hr, f.Remedy.Action, f.Since)
+	q, reason, err := decide(hr, f.Remedy.Action, f.Since, f.Remedy.Params[ParamEscalate] != "false")
 	if err != nil {
 		return out, syncmedic.Permanent(err)
 	}

@@ -30,6 +30,7 @@ func TestDecideReconcileRequest(t *testing.T) {
 		name    string
 		hr      *helmv2.HelmRelease
 		action  syncmedic.ActionID
+		noForce bool
 		want    request
 		wantErr bool
 	}{
@@ -46,11 +47,13 @@ func TestDecideReconcileRequest(t *testing.T) {
 		{name: "a reset handled after the stall began is not repeated", hr: hr(after, req, after, reset, after), action: syncmedic.ActionFluxResetReconcile, wantErr: true},
 		{name: "a reset handled before a new stall earns another reset", hr: hr(before, req, before, reset, before), action: syncmedic.ActionFluxResetReconcile, want: requestReset},
 		{name: "an explicit force action forces", hr: hr(""), action: syncmedic.ActionFluxForceReconcile, want: requestForce},
+		{name: "a handled plain request for a dependency check is not forced (force does not change the check)", hr: hr(after, req, after), action: syncmedic.ActionFluxReconcile, noForce: true, wantErr: true},
+		{name: "a dependency check still gets its first plain request", hr: hr(""), action: syncmedic.ActionFluxReconcile, noForce: true, want: requestPlain},
 		{name: "a non-flux action is refused", hr: hr(""), action: syncmedic.ActionHardRefresh, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, reason, err := decide(tt.hr, tt.action, since)
+			got, reason, err := decide(tt.hr, tt.action, since, !tt.noForce)
 			if tt.wantErr {
 				require.Error(t, err)
 				return

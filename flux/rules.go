@@ -69,18 +69,20 @@ func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmed
 }
 
 // DependencyNotReadyFalse reports a HelmRelease that is Ready=False with reason DependencyNotReady while every
-// spec.dependsOn HelmRelease is Ready=True at its current generation (helm-controller #946). It stays silent when
-// a dependency is missing from the observation or really is not ready.
+// spec.dependsOn HelmRelease is Ready=True at its current generation (helm-controller #946), for longer than the
+// threshold counted from the moment the last dependency became Ready (not from the dependent's own transition: a
+// bootstrap chain turns Ready link by link, and helm-controller re-checks a dependent only every
+// --requeue-dependency, 30 s by default). It stays silent when a dependency is missing from the observation or
+// really is not ready, when the dependent is suspended (helm-controller does not reconcile it, so it cannot update
+// the condition), and when a dependency has a readyExpr (API ≥ v1.4), which replaces the built-in check.
 func DependencyNotReadyFalse(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	hr := obs.Release
 	ready := conditions.Get(hr, meta.ReadyCondition)
-	if ready == nil || ready.Status != "False" || ready.Reason != meta.DependencyNotReadyReason || !obs.DependenciesKnown || len(hr.Spec.DependsOn) == 0 {
+	if ready == nil || ready.Status != "False" || ready.Reason != meta.DependencyNotReadyReason || !obs.DependenciesKnown ||
+		len(hr.Spec.DependsOn) == 0 || hr.Spec.Suspend || len(obs.ReadyExprs) > 0 {
 		return nil
 	}
 	since := ready.LastTransitionTime.Time
-	if now.Sub(since) < th.DependencyNotReady {
-		return nil
-	}
 	var ev []syncmedic.Evidence
 	for _, d := range hr.Spec.DependsOn {
 		ns := d.Namespace
@@ -91,17 +93,37 @@ func DependencyNotReadyFalse(obs ReleaseObservation, now time.Time, th Threshold
 		if !ok || dep == nil || !conditions.IsReady(dep) || dep.Status.ObservedGeneration != dep.Generation {
 			return nil
 		}
+		depReady := readySince(dep)
+		if depReady.After(since) {
+			since = depReady
+		}
 		ev = append(ev, syncmedic.Evidence{Field: "dependency " + ns + "/" + d.Name,
-			Value: fmt.Sprintf("Ready=True, observedGeneration %d = generation %d", dep.Status.ObservedGeneration, dep.Generation)})
+			Value: fmt.Sprintf("Ready=True since %s, observedGeneration %d = generation %d", depReady.UTC().Format(time.RFC3339), dep.Status.ObservedGeneration, dep.Generation),
+			Since: timePtr(depReady)})
+	}
+	if now.Sub(since) < th.DependencyNotReady {
+		return nil
 	}
 	f := syncmedic.NewFinding(syncmedic.RuleDependencyNotReadyFalse, releaseRef(hr),
-		fmt.Sprintf("HelmRelease %s/%s says a dependency is not ready, but every dependency is Ready", hr.Namespace, hr.Name))
+		fmt.Sprintf("HelmRelease %s/%s says a dependency is not ready, but every dependency has been Ready for %s", hr.Namespace, hr.Name, syncmedic.HumanDuration(now.Sub(since))))
 	f.Since = since
-	f.Evidence = append([]syncmedic.Evidence{{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(since)}}, ev...)
-	f.Remedy = reconcileRemedy(hr, "Request a reconciliation so helm-controller checks the dependencies again; if the request is handled and the condition stays, force one.")
+	f.Evidence = append([]syncmedic.Evidence{{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(ready.LastTransitionTime.Time)}}, ev...)
+	// Only a plain request: --force upgrades the release, it does not change how dependencies are checked.
+	f.Remedy = syncmedic.Remedy{
+		Action: syncmedic.ActionFluxReconcile, AutoSafe: true,
+		Description: "Request a reconciliation so helm-controller checks the dependencies again (what `flux reconcile hr` does). " +
+			"A forced reconcile would not help a dependency check; if the request is handled and the condition stays, look at the controller.",
+		Commands: []string{fmt.Sprintf("flux reconcile helmrelease %s -n %s", hr.Name, hr.Namespace),
+			fmt.Sprintf(`# or: kubectl -n %s annotate --overwrite helmrelease/%s %s="$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%NZ)"`, hr.Namespace, hr.Name, meta.ReconcileRequestAnnotation)},
+		Params: map[string]string{"namespace": hr.Namespace, "name": hr.Name, ParamEscalate: "false"},
+	}
 	f.Advisories = controllerAdvisories(obs.ControllerVersion)
 	return []syncmedic.Finding{f}
 }
+
+// ParamEscalate is the remedy parameter that, set to "false", keeps flux/reconcile from escalating a handled plain
+// request to a forced one.
+const ParamEscalate = "escalate"
 
 // RetriesExhausted reports a HelmRelease that is Stalled because install or upgrade retries are exhausted.
 func RetriesExhausted(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
@@ -122,7 +144,10 @@ func RetriesExhausted(obs ReleaseObservation, now time.Time, th Thresholds) []sy
 		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Stalled", Value: conditionText(hr, meta.StalledCondition), Since: timePtr(f.Since)})
 	}
 	if ready != nil {
-		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition)})
+		if f.Since.IsZero() { // a v2beta1-era release: no Stalled condition, the Ready transition dates it
+			f.Since = ready.LastTransitionTime.Time
+		}
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(ready.LastTransitionTime.Time)})
 	}
 	f.Evidence = append(f.Evidence,
 		syncmedic.Evidence{Field: "status.installFailures", Value: fmt.Sprint(hr.Status.InstallFailures)},

@@ -79,7 +79,29 @@ func TestEvaluateRelease(t *testing.T) {
 			want: []syncmedic.RuleID{syncmedic.RuleDependencyNotReadyFalse},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
 				require.Equal(t, "dependency apps/postgres", fs[0].Evidence[1].Field)
+				require.Equal(t, now.Add(-time.Hour), fs[0].Since, "counted from when the last dependency became Ready")
+				require.Equal(t, "false", fs[0].Remedy.Params[ParamEscalate], "a forced reconcile does not change a dependency check")
+				require.Len(t, fs[0].Remedy.Commands, 2)
+				require.NotContains(t, fs[0].Remedy.Commands[0]+fs[0].Remedy.Commands[1], "--force")
 			},
+		},
+		{
+			name: "a bootstrap chain whose dependency turned Ready a minute ago is not reported, however long the dependent waited",
+			obs: ReleaseObservation{Release: waiting(), DependenciesKnown: true,
+				Dependencies: deps(withHistory(release("postgres", 4, 4, cond(meta.ReadyCondition, "True", helmv2.InstallSucceededReason, "Helm install succeeded for release apps/postgres.v1 with chart postgres@12.1.0", time.Minute))))},
+		},
+		{
+			name: "a suspended dependent is not reported: helm-controller does not reconcile it",
+			obs: func() ReleaseObservation {
+				hr := waiting()
+				hr.Spec.Suspend = true
+				return ReleaseObservation{Release: hr, Dependencies: deps(readyDep), DependenciesKnown: true}
+			}(),
+		},
+		{
+			name: "a dependency with a readyExpr is judged by its expression, not the built-in check: not reported",
+			obs: ReleaseObservation{Release: waiting(), Dependencies: deps(readyDep), DependenciesKnown: true,
+				ReadyExprs: map[types.NamespacedName]string{{Namespace: "apps", Name: "postgres"}: "dep.status.observedGeneration == dep.metadata.generation"}},
 		},
 		{
 			name: "a release waiting on a dependency that really is not ready is not reported",
@@ -112,6 +134,9 @@ func TestEvaluateRelease(t *testing.T) {
 			name: "a v2beta1-era release that says upgrade retries exhausted asks for a reset",
 			obs:  ReleaseObservation{Release: release("cache", 2, 2, cond(meta.ReadyCondition, "False", "UpgradeFailed", "upgrade retries exhausted", time.Hour))},
 			want: []syncmedic.RuleID{syncmedic.RuleRetriesExhausted},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, now.Add(-time.Hour), fs[0].Since, "since the Ready condition's transition")
+			},
 		},
 		{
 			name: "a failing release that is not stalled is not reported",

@@ -49,6 +49,7 @@ type Watcher struct {
 	opts    WatcherOptions
 	log     *slog.Logger
 	cache   cache.Cache
+	direct  client.Client // uncached reads (the controller version, dependsOn readyExpr)
 	queue   workqueue.TypedDelayingInterface[watchKey]
 	version *versionReader
 	synced  atomic.Bool
@@ -125,7 +126,7 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 		return nil, fmt.Errorf("flux watcher: %w", err)
 	}
 	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[watchKey]{Name: "flux-helmreleases"})
-	return &Watcher{opts: o, log: log.With("source", "flux"), cache: c, queue: q,
+	return &Watcher{opts: o, log: log.With("source", "flux"), cache: c, direct: direct, queue: q,
 		version: &versionReader{c: direct, key: o.ControllerDeployment}}, nil
 }
 

@@ -46,7 +46,7 @@ func (s *Scanner) inventory() Inventory {
 }
 
 // NextThreshold returns the earliest future moment a time-based cluster rule could start matching an object of inv
-// (deletion + Terminating or ArtifactGC, creation + WebhookBackend), or zero when none is pending. An early extra
+// (deletion + Terminating or ArtifactGC, a webhook backend down + WebhookBackend), or zero when none is pending. An early extra
 // evaluation is harmless; a late one would delay detection.
 func NextThreshold(inv Inventory, now time.Time, th Thresholds) time.Time {
 	var next time.Time
@@ -63,8 +63,18 @@ func NextThreshold(inv Inventory, now time.Time, th Thresholds) time.Time {
 			}
 		}
 	}
+	services := index(inv.Services)
 	for _, cfg := range inv.WebhookConfigurations {
-		consider(cfg.GetCreationTimestamp().Add(th.WebhookBackend))
+		created := cfg.GetCreationTimestamp().Time
+		consider(created.Add(th.WebhookBackend))
+		for _, w := range webhooks(cfg) {
+			if w.failurePolicy != "Fail" || w.svcName == "" || !inv.ServicesKnown {
+				continue
+			}
+			if p, since := backendProblem(inv, services, w.svcNamespace+"/"+w.svcName); p != "" && since.After(created) {
+				consider(since.Add(th.WebhookBackend))
+			}
+		}
 	}
 	return next
 }

@@ -26,6 +26,10 @@ type Inventory struct {
 	EndpointsKnown bool
 	// Workflows are argoproj.io/v1alpha1 Workflows.
 	Workflows []*unstructured.Unstructured
+	// BackendDownSince says, by Service ("namespace/name"), since when a live source has seen a webhook's backend
+	// missing or without ready endpoints (it keeps the map across evaluations and drops recovered entries). A source
+	// without history (a dump) leaves it empty, and the rule dates the problem from the objects' own timestamps.
+	BackendDownSince map[string]time.Time
 	// WebhookCallFailures are sync or event messages that say `failed calling webhook "…"`, with where they came from.
 	WebhookCallFailures []WebhookCallFailure
 }

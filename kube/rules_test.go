@@ -121,6 +121,44 @@ func TestEvaluate(t *testing.T) {
 					ServicesKnown: true, EndpointSlices: []*unstructured.Unstructured{obj(t, slice(false))}, EndpointsKnown: true}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleWebhookBackendMissing},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Contains(t, fs[0].Summary, "has no ready endpoints")
+			},
+		},
+		{
+			name: "an old webhook whose endpoints turned unready seconds ago (a rollout) is not reported yet",
+			inv: func(t *testing.T) Inventory {
+				w := obj(t, knativeWebhook)
+				w.SetOwnerReferences(nil)
+				sl := obj(t, slice(false))
+				sl.SetAnnotations(map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": now.Add(-10 * time.Second).Format(time.RFC3339)})
+				return Inventory{WebhookConfigurations: []*unstructured.Unstructured{w}, Services: []*unstructured.Unstructured{obj(t, webhookService)},
+					ServicesKnown: true, EndpointSlices: []*unstructured.Unstructured{sl}, EndpointsKnown: true}
+			},
+		},
+		{
+			name: "an old webhook whose endpoints have been unready past the threshold is reported since they went down",
+			inv: func(t *testing.T) Inventory {
+				w := obj(t, knativeWebhook)
+				w.SetOwnerReferences(nil)
+				sl := obj(t, slice(false))
+				sl.SetAnnotations(map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": now.Add(-5 * time.Minute).Format(time.RFC3339)})
+				return Inventory{WebhookConfigurations: []*unstructured.Unstructured{w}, Services: []*unstructured.Unstructured{obj(t, webhookService)},
+					ServicesKnown: true, EndpointSlices: []*unstructured.Unstructured{sl}, EndpointsKnown: true}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleWebhookBackendMissing},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, now.Add(-5*time.Minute), fs[0].Since)
+			},
+		},
+		{
+			name: "a backend the live scanner saw go down moments ago is not reported yet, even with its Service gone",
+			inv: func(t *testing.T) Inventory {
+				w := obj(t, knativeWebhook)
+				w.SetOwnerReferences(nil)
+				return Inventory{WebhookConfigurations: []*unstructured.Unstructured{w}, ServicesKnown: true, EndpointsKnown: true,
+					BackendDownSince: map[string]time.Time{"knative-serving/webhook": now.Add(-5 * time.Second)}}
+			},
 		},
 		{
 			name: "a webhook is never reported missing its Service when Services were not listed",
@@ -145,7 +183,23 @@ func TestEvaluate(t *testing.T) {
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleWebhookBackendMissing, syncmedic.RuleWebhookNamespaceOwned},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
-				require.Contains(t, fs[1].Remedy.Commands[0], "WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true")
+				require.Equal(t, "kubectl -n knative-serving set env deployment/webhook WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true", fs[1].Remedy.Commands[0])
+			},
+		},
+		{
+			name: "a namespace-owned webhook that is not Knative's gets no Knative-only command",
+			inv: func(t *testing.T) Inventory {
+				w := obj(t, strings.NewReplacer("config.webhook.serving.knative.dev", "validation.webhook.config.karpenter.sh",
+					"knative-serving", "kube-system", "name: webhook}", "name: karpenter}").Replace(knativeWebhook))
+				return Inventory{WebhookConfigurations: []*unstructured.Unstructured{w}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleWebhookNamespaceOwned},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				for _, c := range fs[0].Remedy.Commands {
+					require.NotContains(t, c, "WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP")
+				}
+				require.NotContains(t, fs[0].Remedy.Description, "Knative")
+				require.Contains(t, fs[0].Remedy.Commands[0], "validatingwebhookconfiguration.admissionregistration.k8s.io validation.webhook.config.karpenter.sh")
 			},
 		},
 		{

@@ -71,6 +71,8 @@ type Scanner struct {
 	watched map[schema.GroupVersionResource]toolscache.SharedIndexInformer
 	dirty   chan struct{}
 	synced  atomic.Bool
+
+	downSince map[string]time.Time // webhook backends seen down, by Service (trackBackends)
 }
 
 var _ syncmedic.Source = (*Scanner)(nil)
@@ -232,10 +234,39 @@ func (s *Scanner) Run(ctx context.Context, sink syncmedic.Sink) error {
 	}
 }
 
+// trackBackends records since when each webhook backend has been down, as seen by this scanner, and forgets the
+// ones that recovered: a rollout that leaves a webhook without ready endpoints for a few seconds starts its own clock
+// instead of inheriting the configuration's age. Evaluations run one at a time, so no lock is needed.
+func (s *Scanner) trackBackends(inv Inventory, now time.Time) map[string]time.Time {
+	down := BackendsDown(inv)
+	if s.downSince == nil {
+		s.downSince = map[string]time.Time{}
+	}
+	for key := range s.downSince {
+		if _, ok := down[key]; !ok {
+			delete(s.downSince, key)
+		}
+	}
+	for key, since := range down {
+		if _, ok := s.downSince[key]; !ok {
+			if since.IsZero() || since.After(now) {
+				since = now // first seen now: a missing Service does not say when it went
+			}
+			s.downSince[key] = since
+		}
+	}
+	out := make(map[string]time.Time, len(s.downSince))
+	for k, v := range s.downSince {
+		out[k] = v
+	}
+	return out
+}
+
 // evaluate reports one evaluation and returns when the next threshold passes (zero: none pending).
 func (s *Scanner) evaluate(ctx context.Context, sink syncmedic.Sink) time.Time {
 	now := s.opts.Now()
 	inv := s.inventory()
+	inv.BackendDownSince = s.trackBackends(inv, now)
 	findings := Evaluate(inv, now, s.opts.Thresholds)
 	s.log.Debug("evaluated cluster", "subject", s.Subject(), "findings", len(findings))
 	sink.Observe(ctx, s.Subject(), findings)

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,14 +42,16 @@ func webhooks(cfg *unstructured.Unstructured) []webhook {
 }
 
 // WebhookBackendMissing reports webhook configurations with failurePolicy Fail whose Service is gone or has no ready
-// endpoints — only when the source listed Services (and endpoints) at all — and webhook call failures reported by
-// the tools ("failed calling webhook").
+// endpoints — only when the source listed Services (and endpoints) at all — for longer than the threshold, counted
+// from when the backend went down (BackendDownSince, else the Service's and EndpointSlices' own timestamps), never
+// from the configuration's age alone: an old webhook whose endpoints are briefly unready during a rollout is not
+// reported. Webhook call failures reported by the tools ("failed calling webhook") are reported too.
 func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	services := index(inv.Services)
 	var out []syncmedic.Finding
 	reported := map[string]int{} // webhook name -> index in out
 	for _, cfg := range inv.WebhookConfigurations {
-		if cfg.GetDeletionTimestamp() != nil || now.Sub(cfg.GetCreationTimestamp().Time) < th.WebhookBackend {
+		if cfg.GetDeletionTimestamp() != nil {
 			continue
 		}
 		for _, w := range webhooks(cfg) {
@@ -56,13 +59,21 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				continue
 			}
 			svcKey := w.svcNamespace + "/" + w.svcName
-			var problem string
-			if _, ok := services[svcKey]; !ok {
-				problem = "Service " + svcKey + " does not exist"
-			} else if inv.EndpointsKnown && !hasReadyEndpoints(inv, w.svcNamespace, w.svcName) {
-				problem = "Service " + svcKey + " has no ready endpoints"
-			} else {
+			problem, since := backendProblem(inv, services, svcKey)
+			if problem == "" {
 				continue
+			}
+			// A configuration installed before its backend gets the same grace. A missing Service in a dump does
+			// not say when it went: then only the configuration's age counts, and the finding has no start time.
+			from := since
+			if created := cfg.GetCreationTimestamp().Time; created.After(from) {
+				from = created
+			}
+			if now.Sub(from) < th.WebhookBackend {
+				continue
+			}
+			if !since.IsZero() {
+				since = from
 			}
 			where := w.name
 			if w.name != cfg.GetName() {
@@ -70,10 +81,11 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 			}
 			f := syncmedic.NewFinding(syncmedic.RuleWebhookBackendMissing, objectRef(cfg),
 				fmt.Sprintf("Webhook %s rejects every write it matches: %s and failurePolicy is Fail", where, problem))
+			f.Since = since
 			f.Evidence = []syncmedic.Evidence{
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},
-				{Field: "backend", Value: problem},
+				{Field: "backend", Value: problem, Since: timePtr(since)},
 			}
 			f.Remedy = webhookRemedy(cfg, w)
 			reported[w.name] = len(out)
@@ -149,6 +161,85 @@ func webhookRemedy(cfg *unstructured.Unstructured, w webhook) syncmedic.Remedy {
 	}
 }
 
+// backendProblem says what is wrong with the Service svcKey ("namespace/name") a webhook calls ("" when it has
+// ready endpoints, or when endpoints were not listed) and since when: BackendDownSince when the source tracked it,
+// else, for a Service without ready endpoints, the latest of its creation and its EndpointSlices' (or Endpoints')
+// last change (annotation endpoints.kubernetes.io/last-change-trigger-time, else creation); for a missing Service
+// the zero time (a dump cannot tell when it was deleted; the configuration's age then applies).
+func backendProblem(inv Inventory, services map[string]*unstructured.Unstructured, svcKey string) (string, time.Time) {
+	ns, name, _ := strings.Cut(svcKey, "/")
+	svc, ok := services[svcKey]
+	var problem string
+	var since time.Time
+	switch {
+	case !ok:
+		problem = "Service " + svcKey + " does not exist"
+	case inv.EndpointsKnown && !hasReadyEndpoints(inv, ns, name):
+		problem = "Service " + svcKey + " has no ready endpoints"
+		since = svc.GetCreationTimestamp().Time
+		for _, group := range [][]*unstructured.Unstructured{inv.EndpointSlices, inv.Endpoints} {
+			for _, e := range group {
+				if e.GetNamespace() != ns || (e.GetName() != name && e.GetLabels()[discoveryServiceLabel] != name) {
+					continue
+				}
+				if t := lastChange(e); t.After(since) {
+					since = t
+				}
+			}
+		}
+	default:
+		return "", time.Time{}
+	}
+	if t, ok := inv.BackendDownSince[svcKey]; ok {
+		since = t
+	}
+	return problem, since
+}
+
+// discoveryServiceLabel links an EndpointSlice to its Service.
+const discoveryServiceLabel = "kubernetes.io/service-name"
+
+// lastChange is when the endpoints controller last changed an EndpointSlice or Endpoints object.
+func lastChange(o *unstructured.Unstructured) time.Time {
+	if v := o.GetAnnotations()["endpoints.kubernetes.io/last-change-trigger-time"]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t
+		}
+	}
+	return o.GetCreationTimestamp().Time
+}
+
+// BackendsDown returns the Services ("namespace/name") that webhooks with failurePolicy Fail call and that are
+// missing or without ready endpoints in inv, with the time their own objects date the problem from (zero for a
+// missing Service): what a live source tracks in Inventory.BackendDownSince.
+func BackendsDown(inv Inventory) map[string]time.Time {
+	if !inv.ServicesKnown {
+		return nil
+	}
+	services := index(inv.Services)
+	down := map[string]time.Time{}
+	for _, cfg := range inv.WebhookConfigurations {
+		for _, w := range webhooks(cfg) {
+			if w.failurePolicy != "Fail" || w.svcName == "" {
+				continue
+			}
+			key := w.svcNamespace + "/" + w.svcName
+			if p, since := backendProblem(Inventory{Services: inv.Services, EndpointsKnown: inv.EndpointsKnown,
+				EndpointSlices: inv.EndpointSlices, Endpoints: inv.Endpoints}, services, key); p != "" {
+				down[key] = since
+			}
+		}
+	}
+	return down
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	m := make(map[string]*unstructured.Unstructured, len(objs))
 	for _, o := range objs {
@@ -159,7 +250,7 @@ func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructu
 
 func hasReadyEndpoints(inv Inventory, ns, svc string) bool {
 	for _, s := range inv.EndpointSlices {
-		if s.GetNamespace() != ns || s.GetLabels()["kubernetes.io/service-name"] != svc {
+		if s.GetNamespace() != ns || s.GetLabels()[discoveryServiceLabel] != svc {
 			continue
 		}
 		eps, _, _ := unstructured.NestedSlice(s.Object, "endpoints")
@@ -204,15 +295,50 @@ func WebhookNamespaceOwned(inv Inventory, now time.Time, th Thresholds) []syncme
 			for _, w := range webhooks(cfg) {
 				f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "webhooks[" + w.name + "]", Value: fmt.Sprintf("failurePolicy %s, service %s/%s", w.failurePolicy, w.svcNamespace, w.svcName)})
 			}
-			f.Remedy = syncmedic.Remedy{
-				Description: "For Knative ≥1.16 set WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true on the webhook Deployment (knative/pkg #3106, #3108; the syncmedic CMP can inject it with fix=knative-ownership); it does not strip owner references already present, so remove this one once (knative/serving #15483). Knative ≥1.20 writes a non-controller reference (knative/pkg #3255).",
-				Commands: []string{
-					fmt.Sprintf("kubectl -n %s set env deployment/webhook WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true", ref.Name),
-					fmt.Sprintf(`kubectl patch %s %s --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'`, resourceArg(cfg), cfg.GetName()),
-				},
-			}
+			f.Remedy = namespaceOwnedRemedy(cfg, ref.Name)
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// isKnative reports whether a webhook configuration is Knative's: its name or a webhook's ends in .knative.dev, or
+// it is labelled as part of Knative.
+func isKnative(cfg *unstructured.Unstructured) bool {
+	if strings.HasSuffix(cfg.GetName(), ".knative.dev") || strings.HasPrefix(cfg.GetLabels()["app.kubernetes.io/part-of"], "knative") {
+		return true
+	}
+	for _, w := range webhooks(cfg) {
+		if strings.HasSuffix(w.name, ".knative.dev") {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceOwnedRemedy says what fixes a namespace-owned webhook configuration: for Knative the
+// WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP switch on the Deployment behind the webhook's Service, for anything else only
+// what applies to every component (remove the reference once; ask the component not to set it).
+func namespaceOwnedRemedy(cfg *unstructured.Unstructured, namespace string) syncmedic.Remedy {
+	unown := fmt.Sprintf(`kubectl patch %s %s --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'`, resourceArg(cfg), cfg.GetName())
+	if !isKnative(cfg) {
+		return syncmedic.Remedy{
+			Description: fmt.Sprintf("Remove the Namespace owner reference once so Argo CD can prune the configuration with its app, and make the component that writes it stop doing so (check its chart or flags for an option); until then, deleting the app leaves this webhook behind. Namespace %s itself is not touched.", namespace),
+			Commands:    []string{unown},
+		}
+	}
+	deploy, deployNS := "webhook", namespace
+	for _, w := range webhooks(cfg) {
+		if w.svcName != "" {
+			deploy, deployNS = w.svcName, w.svcNamespace // Knative names the Deployment after its Service
+			break
+		}
+	}
+	return syncmedic.Remedy{
+		Description: "For Knative ≥1.16 set WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true on the webhook Deployment (knative/pkg #3106, #3108; the syncmedic CMP can inject it with fix=knative-ownership); it does not strip owner references already present, so remove this one once (knative/serving #15483). Knative ≥1.20 writes a non-controller reference (knative/pkg #3255).",
+		Commands: []string{
+			fmt.Sprintf("kubectl -n %s set env deployment/%s WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP=true", deployNS, deploy),
+			unown,
+		},
+	}
 }

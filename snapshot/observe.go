@@ -48,6 +48,7 @@ func (s *Snapshot) Observe() Observations {
 	var o Observations
 	var apps []*v1alpha1.Application
 	var releases []*helmv2.HelmRelease
+	readyExprs := map[*helmv2.HelmRelease]map[types.NamespacedName]string{}
 	argocdVersion, helmControllerVersion := "", ""
 	for _, u := range s.Objects {
 		gk := u.GroupVersionKind().GroupKind()
@@ -67,6 +68,9 @@ func (s *Snapshot) Observe() Observations {
 				continue
 			}
 			releases = append(releases, hr)
+			if exprs := flux.ReadyExprsOf(u); exprs != nil {
+				readyExprs[hr] = exprs
+			}
 		case gkCRD:
 			if u.GetName() == flux.CRDName {
 				o.CRDs = append(o.CRDs, crdObservation(u))
@@ -106,7 +110,8 @@ func (s *Snapshot) Observe() Observations {
 		byName[types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}] = hr
 	}
 	for _, hr := range releases {
-		o.Releases = append(o.Releases, flux.ReleaseObservation{Release: hr, Dependencies: byName, DependenciesKnown: true, ControllerVersion: helmControllerVersion})
+		o.Releases = append(o.Releases, flux.ReleaseObservation{Release: hr, Dependencies: byName, DependenciesKnown: true,
+			ReadyExprs: readyExprs[hr], ControllerVersion: helmControllerVersion})
 	}
 	return o
 }
