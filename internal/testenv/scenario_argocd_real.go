@@ -1,0 +1,443 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Scenarios driven by a real Argo CD stack (ArgoCDStack): each Application's source is a local git repository of hook
+// Jobs and a ConfigMap, synced through argocd-server's API, its hooks run by the real Job, TTL-after-finished and
+// garbage-collector controllers (KubeWithControllers), with the test playing only the kubelet.
+
+// PodRun says what the kubelet does with a hook Job's Pod.
+type PodRun int
+
+const (
+	// PodSucceeds: the Pod runs and exits 0 at once.
+	PodSucceeds PodRun = iota
+	// PodRunsUntilReleased: the Pod stays Running until RealHookApp.Release.
+	PodRunsUntilReleased
+	// PodFails: the Pod runs and exits 1 at once.
+	PodFails
+)
+
+// RealHook is a hook Job in git.
+type RealHook struct {
+	// Name of the Job (hooks with a fixed name, as charts write them).
+	Name string
+	// Hook is argocd.argoproj.io/hook; default PreSync.
+	Hook synccommon.HookType
+	// DeletePolicy is argocd.argoproj.io/hook-delete-policy; empty leaves the annotation out (Argo CD then applies
+	// BeforeHookCreation).
+	DeletePolicy synccommon.HookDeletePolicy
+	// Wave is argocd.argoproj.io/sync-wave.
+	Wave int
+	// TTL is spec.ttlSecondsAfterFinished; nil leaves it out.
+	TTL *int32
+	// Image of the container; changing it changes the Job's (immutable) Pod template.
+	Image string
+	// Run is what the kubelet does with the Job's Pod.
+	Run PodRun
+}
+
+// TTL returns a pointer to seconds, for RealHook.TTL.
+func TTL(seconds int32) *int32 { return &seconds }
+
+func (h RealHook) manifest() string {
+	if h.Hook == "" {
+		h.Hook = synccommon.HookTypePreSync
+	}
+	if h.Image == "" {
+		h.Image = "busybox:1.36"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: %s\n  annotations:\n", h.Name)
+	fmt.Fprintf(&b, "    argocd.argoproj.io/hook: %s\n", h.Hook)
+	if h.DeletePolicy != "" {
+		fmt.Fprintf(&b, "    argocd.argoproj.io/hook-delete-policy: %s\n", h.DeletePolicy)
+	}
+	fmt.Fprintf(&b, "    argocd.argoproj.io/sync-wave: %q\n", fmt.Sprint(h.Wave))
+	b.WriteString("spec:\n  backoffLimit: 0\n")
+	if h.TTL != nil {
+		fmt.Fprintf(&b, "  ttlSecondsAfterFinished: %d\n", *h.TTL)
+	}
+	fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: %s\n        command: [\"true\"]\n", h.Image)
+	return b.String()
+}
+
+// RealHookApp is an Application of a real Argo CD stack whose source is its own git repository: a ConfigMap
+// "settings" and the hook Jobs, in a fresh destination namespace whose Pods the test's kubelet runs.
+type RealHookApp struct {
+	Stack *RealArgoCD
+	Repo  *GitRepo
+	// Name of the Application (unique: stacks are shared).
+	Name string
+	// Namespace is the destination namespace (hooks and the ConfigMap live there).
+	Namespace string
+	// Kubelet runs the namespace's Pods as each hook's Run says.
+	Kubelet *Kubelet
+
+	mu       sync.Mutex
+	runs     map[string]PodRun
+	released map[string]bool
+}
+
+// ConfigMapData is the ConfigMap "settings" of a RealHookApp: its data, and whether it is immutable (a change to
+// an immutable ConfigMap's data fails to apply, though a client-side dry run passes).
+type ConfigMapData struct {
+	Data      map[string]string
+	Immutable bool
+}
+
+func (c ConfigMapData) manifest() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n")
+	if c.Immutable {
+		b.WriteString("immutable: true\n")
+	}
+	b.WriteString("data:\n")
+	keys := make([]string, 0, len(c.Data))
+	for k := range c.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s: %q\n", k, c.Data[k])
+	}
+	if len(keys) == 0 {
+		b.WriteString("  revision: \"1\"\n")
+	}
+	return b.String()
+}
+
+// RealAppLabel labels each RealHookApp's Application with its name, so a watcher of a shared stack can select one
+// (syncmedic serve --argocd-selector RealAppLabel=NAME).
+const RealAppLabel = "testenv.syncmedic.io/app"
+
+// Selector is the label selector matching only this app's Application.
+func (a *RealHookApp) Selector() string { return RealAppLabel + "=" + a.Name }
+
+// NewRealHookApp creates the git repository (the ConfigMap and hooks committed), the destination namespace, its
+// kubelet and the Application (manual sync, project default) on stack, and waits until argocd-server knows it.
+func NewRealHookApp(t testing.TB, stack *RealArgoCD, name string, cm ConfigMapData, hooks ...RealHook) *RealHookApp {
+	t.Helper()
+	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName(name), Namespace: stack.Env.Namespace(t),
+		runs: map[string]PodRun{}, released: map[string]bool{}}
+	a.write(t, cm, hooks)
+	a.Repo.Commit(t, "app "+a.Name)
+	a.Kubelet = stack.Env.Kubelet(t, a.Namespace, a.decide)
+	app := &v1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: stack.Namespace, Labels: map[string]string{RealAppLabel: a.Name}},
+		Spec: v1alpha1.ApplicationSpec{
+			Project:     v1alpha1.DefaultAppProjectName,
+			Source:      &v1alpha1.ApplicationSource{RepoURL: a.Repo.URL, Path: "app", TargetRevision: "main"},
+			Destination: v1alpha1.ApplicationDestination{Server: v1alpha1.KubernetesInternalAPIServerAddr, Namespace: a.Namespace},
+		},
+	}
+	stack.CreateApplication(t, app)
+	return a
+}
+
+// Update rewrites the ConfigMap and hooks in git and commits (the next sync uses them).
+func (a *RealHookApp) Update(t testing.TB, cm ConfigMapData, hooks ...RealHook) string {
+	t.Helper()
+	a.Repo.Remove(t, "app")
+	a.write(t, cm, hooks)
+	return a.Repo.Commit(t, "update "+a.Name)
+}
+
+func (a *RealHookApp) write(t testing.TB, cm ConfigMapData, hooks []RealHook) {
+	t.Helper()
+	a.Repo.Write(t, "app/configmap.yaml", cm.manifest())
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range hooks {
+		a.Repo.Write(t, "app/hook-"+h.Name+".yaml", h.manifest())
+		a.runs[h.Name] = h.Run
+	}
+}
+
+// decide is the kubelet's decision for a hook Job's Pod (Pods are labelled with their Job's name).
+func (a *RealHookApp) decide(pod *corev1.Pod) (corev1.PodPhase, bool) {
+	job := pod.Labels[batchv1.JobNameLabel]
+	if job == "" {
+		job = pod.Labels["job-name"]
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	run, ok := a.runs[job]
+	if !ok {
+		return "", false
+	}
+	switch {
+	case run == PodFails:
+		return corev1.PodFailed, true
+	case run == PodRunsUntilReleased && !a.released[job]:
+		return corev1.PodRunning, true
+	default:
+		return corev1.PodSucceeded, true
+	}
+}
+
+// Release lets the Pod of hook Job name (held by PodRunsUntilReleased) exit 0.
+func (a *RealHookApp) Release(t testing.TB, name string) {
+	t.Helper()
+	a.mu.Lock()
+	a.released[name] = true
+	a.mu.Unlock()
+	a.Kubelet.Poke()
+}
+
+// Sync starts a sync of the app's target revision through argocd-server's ApplicationService (what `argocd app
+// sync` does), hook strategy.
+func (a *RealHookApp) Sync(t testing.TB) {
+	t.Helper()
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	// The repo-server may still be cloning the new repository: retry while it answers with a transient error.
+	for deadline := time.Now().Add(time.Minute); ; {
+		_, err = apps.Sync(ctx, &applicationpkg.ApplicationSyncRequest{Name: &a.Name, AppNamespace: &a.Stack.Namespace})
+		if err == nil || time.Now().After(deadline) || strings.Contains(err.Error(), "another operation is already in progress") {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("testenv: syncing %s: %v", a.Name, err)
+	}
+}
+
+// Terminate asks argocd-server to terminate the running operation (what `argocd app terminate-op` does).
+func (a *RealHookApp) Terminate(t testing.TB) {
+	t.Helper()
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	if _, err := apps.TerminateOperation(context.Background(), &applicationpkg.OperationTerminateRequest{
+		Name: &a.Name, AppNamespace: &a.Stack.Namespace}); err != nil {
+		t.Fatalf("testenv: terminating the operation of %s: %v", a.Name, err)
+	}
+}
+
+// Get reads the Application from the apiserver.
+func (a *RealHookApp) Get(t testing.TB) *v1alpha1.Application {
+	t.Helper()
+	app := &v1alpha1.Application{}
+	if err := a.Stack.Env.Client.Get(context.Background(), clientKey(a.Stack.Namespace, a.Name), app); err != nil {
+		t.Fatalf("testenv: reading Application %s: %v", a.Name, err)
+	}
+	return app
+}
+
+// WaitApp polls the Application until cond holds or timeout passes, and returns it as last read and whether cond
+// held. Scenarios use it for bounded observations ("did the operation finish within 60 s?").
+func (a *RealHookApp) WaitApp(t testing.TB, timeout time.Duration, cond func(*v1alpha1.Application) bool) (*v1alpha1.Application, bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		app := a.Get(t)
+		if cond(app) {
+			return app, true
+		}
+		if time.Now().After(deadline) {
+			return app, false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// OperationCompleted holds when the app's operation state has finished (Succeeded, Failed or Error) and no new
+// operation is requested.
+func OperationCompleted(app *v1alpha1.Application) bool {
+	return app.Operation == nil && app.Status.OperationState != nil && app.Status.OperationState.Phase.Completed()
+}
+
+// OperationRunningSince holds when the app's operation is Running and started at or after since (a sync started by
+// the test, not a previous one).
+func OperationRunningSince(since time.Time) func(*v1alpha1.Application) bool {
+	return func(app *v1alpha1.Application) bool {
+		st := app.Status.OperationState
+		return st != nil && st.Phase == synccommon.OperationRunning && !st.StartedAt.Time.Before(since.Truncate(time.Second))
+	}
+}
+
+// DescribeOperation summarises an Application's operation state for a conformance row: "Running: waiting for
+// completion of hook batch/Job/x (hooks: x Running)".
+func DescribeOperation(app *v1alpha1.Application) string {
+	st := app.Status.OperationState
+	if st == nil {
+		return "no operation"
+	}
+	s := fmt.Sprintf("%s: %s", st.Phase, st.Message)
+	if st.SyncResult != nil {
+		var hooks []string
+		for _, r := range st.SyncResult.Resources {
+			if r.HookType != "" {
+				hooks = append(hooks, fmt.Sprintf("%s %s", r.Name, r.HookPhase))
+			}
+		}
+		if len(hooks) > 0 {
+			s += " (hooks: " + strings.Join(hooks, ", ") + ")"
+		}
+	}
+	return s
+}
+
+// JobState reads hook Job name and describes it for a conformance row: "absent", "Complete", "Running",
+// "deleting, finalizers [argocd.argoproj.io/hook-finalizer], Complete".
+func (a *RealHookApp) JobState(t testing.TB, name string) (job *batchv1.Job, desc string) {
+	t.Helper()
+	job = &batchv1.Job{}
+	err := a.Stack.Env.Client.Get(context.Background(), clientKey(a.Namespace, name), job)
+	if apierrors.IsNotFound(err) {
+		return nil, "absent"
+	}
+	if err != nil {
+		t.Fatalf("testenv: reading Job %s/%s: %v", a.Namespace, name, err)
+	}
+	state := "Running"
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			state = string(c.Type)
+		}
+	}
+	if job.DeletionTimestamp != nil {
+		return job, fmt.Sprintf("deleting, finalizers %v, %s", job.Finalizers, state)
+	}
+	if len(job.Finalizers) > 0 {
+		return job, fmt.Sprintf("%s, finalizers %v", state, job.Finalizers)
+	}
+	return job, state
+}
+
+// WaitJob polls hook Job name until cond holds (job is nil when absent) or timeout passes; it returns whether cond
+// held.
+func (a *RealHookApp) WaitJob(t testing.TB, name string, timeout time.Duration, cond func(job *batchv1.Job) bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		job, _ := a.JobState(t, name)
+		if cond(job) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cachedAdminToken logs admin in once per server.
+func (a *ArgoCDServer) cachedAdminToken(t testing.TB) string {
+	t.Helper()
+	a.adminMu.Lock()
+	defer a.adminMu.Unlock()
+	if a.adminToken == "" && !a.disableAuth {
+		a.adminToken = a.AdminToken(t)
+	}
+	return a.adminToken
+}
+
+// ScenarioRealFastHook: a PreSync hook Job with ttlSecondsAfterFinished: 0 whose Pod exits 0 at once (argo-cd
+// #21055, #6880: the Kyverno clean-reports hook), synced on the real stack. The Job completes and the real TTL
+// controller deletes it immediately; what the controller then does with the operation is the observation. It
+// returns the app right after the sync starts.
+func ScenarioRealFastHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "fast-hook", ConfigMapData{},
+		RealHook{Name: "clean-reports", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceeds})
+	app.Sync(t)
+	return app
+}
+
+// ScenarioRealSlowAndFastWave: one PreSync wave with two hooks, "slow" (its Pod held Running until Release) and
+// "fast" (ttlSecondsAfterFinished: 0, exits at once). It returns once the fast Job has completed and the TTL
+// controller has deleted it (on v3 it stays deleting, held by the hook finalizer until the wave ends — by design;
+// on v2 it is gone). The operation is Running, healthy: Release("slow") lets it finish.
+func ScenarioRealSlowAndFastWave(t testing.TB, stack *RealArgoCD) *RealHookApp {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "slow-fast-wave", ConfigMapData{},
+		RealHook{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
+		RealHook{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceeds})
+	app.Sync(t)
+	if !app.WaitJob(t, "fast", 2*time.Minute, func(job *batchv1.Job) bool {
+		return job == nil || job.DeletionTimestamp != nil
+	}) {
+		_, desc := app.JobState(t, "fast")
+		t.Fatalf("testenv: the fast hook Job was not TTL-deleted within 2m (%s; operation %s)", desc, DescribeOperation(app.Get(t)))
+	}
+	return app
+}
+
+// ScenarioRealRunningHook: a sync still running its PreSync hook (Pod held Running until Release): healthy. It
+// returns once the operation is Running with the hook Job's Pod running.
+func ScenarioRealRunningHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "running-hook", ConfigMapData{},
+		RealHook{Name: "migrate", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased})
+	start := time.Now()
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, func(app *v1alpha1.Application) bool {
+		return OperationRunningSince(start)(app) && strings.Contains(app.Status.OperationState.Message, "migrate")
+	}); !ok {
+		t.Fatalf("testenv: the sync of %s is not waiting for its hook after 2m: %s", app.Name, DescribeOperation(got))
+	}
+	return app
+}
+
+// ScenarioRealFailedWaveHookLeak reproduces the hook-finalizer leak of Argo CD 3.0 before v3.0.16 (fixed in
+// gitops-engine by terminating/awaiting running hooks when a wave fails to apply): a Sync hook Job
+// (ttlSecondsAfterFinished: 0) in the same wave as a resource that fails to apply — an immutable ConfigMap whose
+// data changed (the client-side dry run passes, the apply fails). v3.0.12 marks the operation Failed ("one or more
+// objects failed to apply") while the hook it just created, with argocd.argoproj.io/hook-finalizer, still runs;
+// nothing removes the finalizer afterwards, so when the TTL controller deletes the finished Job it stays deleting
+// forever. v3.6.1 waits for the running hook, removes the finalizer, then fails the operation.
+//
+// The first sync (data v1) must succeed; the second (data v2) is the failing one. It returns after starting the
+// second sync, with the time it started.
+func ScenarioRealFailedWaveHookLeak(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
+	t.Helper()
+	hook := RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: TTL(0), Run: PodSucceeds}
+	app := NewRealHookApp(t, stack, "failed-wave", ConfigMapData{Immutable: true, Data: map[string]string{"v": "1"}}, hook)
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
+		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	app.Update(t, ConfigMapData{Immutable: true, Data: map[string]string{"v": "2"}}, hook)
+	start := time.Now()
+	app.Sync(t)
+	return app, start
+}
+
+// ScenarioRealImmutableHook: a named PreSync hook Job with hook-delete-policy HookFailed (so a successful run stays
+// in the cluster), synced once successfully; then its Pod template (the image) changes in git and the app is synced
+// again, with the previous Job still present. Applying the hook over it is refused by the apiserver ("field is
+// immutable"). It returns after starting the second sync, with the time it started.
+func ScenarioRealImmutableHook(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
+	t.Helper()
+	hook := RealHook{Name: "db-migrate", Hook: synccommon.HookTypePreSync, DeletePolicy: synccommon.HookDeletePolicyHookFailed,
+		Image: "busybox:1.36", Run: PodSucceeds}
+	app := NewRealHookApp(t, stack, "immutable-hook", ConfigMapData{}, hook)
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
+		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	hook.Image = "busybox:1.37"
+	app.Update(t, ConfigMapData{}, hook)
+	start := time.Now()
+	app.Sync(t)
+	return app, start
+}
