@@ -125,7 +125,11 @@ func ArgoCDStack(t testing.TB, env *Env, opts ArgoCDStackOptions) *RealArgoCD {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, c := range argoCDComponents {
-				t.Logf("testenv: last lines of Argo CD %s %s (%s):\n%s", s.Version, c, s.Logs[c], tail(s.Logs[c], 40))
+				n := 10
+				if c == "argocd-application-controller" {
+					n = 30
+				}
+				t.Logf("testenv: last lines of Argo CD %s %s (%s):\n%s", s.Version, c, s.Logs[c], tail(s.Logs[c], n))
 			}
 		}
 	})
