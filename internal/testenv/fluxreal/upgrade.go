@@ -18,6 +18,8 @@ type ControllerUpgrade struct {
 	// Inherited is the release after the CRDs and controller were upgraded, before the spec change, once the new
 	// controller had a chance to reconcile it (read as v2).
 	Inherited *helmv2.HelmRelease
+	// Rewritten says whether the new controller wrote the release when it started (before any spec change).
+	Rewritten bool
 	// Changed is the release right after the spec change; Caught is the release once observedGeneration reached
 	// the new generation (nil when it did not within the wait), after CaughtAfter.
 	Changed, Caught *helmv2.HelmRelease
@@ -52,7 +54,11 @@ func (s *Stack) ScenarioControllerUpgrade(t testing.TB, namespace string, repo *
 	settle := time.Now().Add(15 * time.Second)
 	for {
 		sc.Inherited = s.Get(t, namespace, name)
-		if sc.Inherited.ResourceVersion != before || time.Now().After(settle) {
+		if sc.Inherited.ResourceVersion != before {
+			sc.Rewritten = true
+			break
+		}
+		if time.Now().After(settle) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

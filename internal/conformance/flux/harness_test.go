@@ -1,0 +1,287 @@
+package flux_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack/slacktest"
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxnc"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// syncmedicBinary builds ./cmd/syncmedic once per test binary.
+func syncmedicBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := testenv.TempDir("syncmedic-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "syncmedic")
+		cmd := exec.Command("go", "build", "-o", built.path, "./cmd/syncmedic")
+		cmd.Dir = filepath.Join("..", "..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build ./cmd/syncmedic: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, built.err)
+	return built.path
+}
+
+// lockedBuffer collects a running process's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// slackPost is one chat.postMessage or chat.update the Slack test server accepted.
+type slackPost struct {
+	Method, TS, ThreadTS, Text, Blocks string
+}
+
+// fakeSlack is slack-go's slacktest server answering chat.postMessage and chat.update as Slack does (a distinct ts
+// per post) and recording every call.
+type fakeSlack struct {
+	*slacktest.Server
+	mu    sync.Mutex
+	posts []slackPost
+	seq   int
+}
+
+func newFakeSlack(t *testing.T) *fakeSlack {
+	t.Helper()
+	f := &fakeSlack{}
+	f.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
+		c.Handle("/chat.postMessage", f.handle("chat.postMessage"))
+		c.Handle("/chat.update", f.handle("chat.update"))
+	})
+	f.Start()
+	t.Cleanup(f.Stop)
+	return f
+}
+
+func (f *fakeSlack) handle(method string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		p := slackPost{Method: method, TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"), Blocks: r.Form.Get("blocks")}
+		if method == "chat.postMessage" {
+			f.seq++
+			p.TS = fmt.Sprintf("1710072000.%06d", f.seq)
+		}
+		f.posts = append(f.posts, p)
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0INCIDENT", "ts": p.TS, "text": p.Text})
+	}
+}
+
+// roots returns the root messages (new incidents) whose text or blocks contain every one of subs.
+func (f *fakeSlack) roots(subs ...string) []slackPost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []slackPost
+	for _, p := range f.posts {
+		if p.Method == "chat.postMessage" && p.ThreadTS == "" && containsAll(p.Text+p.Blocks, subs) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// thread returns the replies to ts and the updates of ts, in order.
+func (f *fakeSlack) thread(ts string) []slackPost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []slackPost
+	for _, p := range f.posts {
+		if p.ThreadTS == ts || (p.Method == "chat.update" && p.TS == ts) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f *fakeSlack) all() []slackPost {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]slackPost(nil), f.posts...)
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// daemon is one `syncmedic serve` process watching one namespace of a fluxreal stack, receiving its
+// notification-controller's signed events, announcing on a Slack test server.
+type daemon struct {
+	addr  string
+	slack *fakeSlack
+	logs  *lockedBuffer
+	done  chan struct{}
+	cmd   *exec.Cmd
+	bin   string
+	kube  string
+}
+
+// startServe runs `syncmedic serve` for namespace ns with policy (YAML), the thresholds in args, Slack, and — when
+// the stack has a notification-controller — a generic-hmac Provider and Alert forwarding the namespace's
+// HelmRelease events to its receiver, signed with a token only the two share.
+func startServe(t *testing.T, stack *fluxreal.Stack, ns, policy string, args ...string) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	token := "hmac-" + ns
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	d := &daemon{slack: newFakeSlack(t), logs: &lockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t),
+		bin: syncmedicBinary(t), kube: stack.Env.Kubeconfig}
+	all := append([]string{"serve", "--listen", d.addr, "--log-format", "text", "--log-level", "debug",
+		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-namespaces", ns,
+		"--flux-hmac-token-file", write("hmac-token", token),
+		"--policy-file", write("policy.yaml", policy), "--state-file", filepath.Join(dir, "state.json"),
+		"--slack-token-file", write("slack-token", "xoxb-test"), "--slack-channel", "#gitops", "--slack-api-url", d.slack.GetAPIURL(),
+		"--kube-events=false"}, args...)
+	d.cmd = exec.Command(d.bin, all...)
+	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
+	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, d.cmd.Start())
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(15 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("syncmedic serve output (tail):\n%s", tailString(d.logs.String(), 12000))
+			for _, p := range d.slack.all() {
+				t.Logf("slack %s ts=%s thread=%s: %s", p.Method, p.TS, p.ThreadTS, p.Text)
+			}
+		}
+	})
+	require.Eventually(t, func() bool {
+		select {
+		case <-d.done:
+			return true
+		default:
+		}
+		res, err := http.Get("http://" + d.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "syncmedic serve did not become ready")
+	select {
+	case <-d.done:
+		t.Fatalf("syncmedic serve exited: %s\n%s", d.cmd.ProcessState, d.logs.String())
+	default:
+	}
+	if stack.Notification != nil {
+		fluxnc.ForwardHelmReleaseEvents(t, stack.Env.Client, ns, "http://"+d.addr+flux.EventsPath, []byte(token))
+	}
+	return d
+}
+
+// metric returns the sum of the samples of name (any labels matching every label filter, e.g. `result="accepted"`)
+// on serve's /metrics.
+func (d *daemon) metric(t *testing.T, name string, filters ...string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + d.addr + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') || !containsAll(rest, filters) {
+			continue
+		}
+		var v float64
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			_, _ = fmt.Sscan(rest[i+1:], &v)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// run runs the syncmedic binary with args (scan, fix) and returns its combined output and exit code.
+func (d *daemon) run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(d.bin, args...)
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return string(out), code
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,79 @@
+package flux_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/conformance"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+)
+
+// A Flux 2.2 → 2.7 upgrade on its own apiserver (the CRD swap is cluster-wide): a release installed by
+// helm-controller v0.37.2 with its own CRDs (v2beta2 storage), then the CRDs and controller replaced by v1.4.3's and
+// the release's chart version changed. The test records what the new controller does with the status the old one
+// wrote — whether it stays stale, for how long, whether observedGeneration moves — and what syncmedic reports on it.
+func TestFluxUpgradeFromV037InheritsTheOldStatus(t *testing.T) {
+	env := testenv.KubePrivate(t)
+	t.Parallel()
+	row := &conformance.Row{Version: "helm-controller v0.37.2 → v1.4.3", Scenario: "status written by the old controller, then CRDs, controller and spec upgraded"}
+	defer record(t, row)
+	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037})
+	ns := env.Namespace(t)
+	repo := fluxreal.NewRepo(t)
+	fluxreal.CreateRepository(t, env, ns, repo)
+
+	sc := stack.ScenarioControllerUpgrade(t, ns, repo, "legacy", 90*time.Second)
+	oldReady := fluxreal.Condition(sc.Old, meta.ReadyCondition)
+	row.Controller = fmt.Sprintf("v0.37.2 wrote Ready %q, history %d entries; after the upgrade, before the spec change: %s; after the spec change: ",
+		oldReady.Message, len(sc.Old.Status.History), changedBy(sc.Rewritten, sc.Inherited))
+	if sc.Caught != nil {
+		row.Controller += fmt.Sprintf("observedGeneration %d → %d (= generation) within %s, Ready %q; CRD storedVersions %v",
+			sc.Changed.Status.ObservedGeneration, sc.Caught.Status.ObservedGeneration, sc.CaughtAfter.Round(time.Second),
+			fluxreal.Condition(sc.Caught, meta.ReadyCondition).Message, sc.StoredVersions)
+	} else {
+		row.Controller += fmt.Sprintf("stayed stale for 90s+: %s; CRD storedVersions %v", fluxreal.Describe(stack.Get(t, ns, "legacy")), sc.StoredVersions)
+	}
+	require.NotNil(t, oldReady)
+	require.NotEmpty(t, sc.Old.Status.History, "helm-controller v0.37.2 (v2beta2) already writes status.history")
+
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+	if slices.Contains(sc.StoredVersions, "v2beta2") {
+		require.Eventually(t, func() bool { return len(d.slack.roots(string(syncmedic.RuleDeprecatedStoredVersion))) == 1 },
+			60*time.Second, 200*time.Millisecond, "the CRD still storing v2beta2 is announced")
+	}
+	stale := d.slack.roots(string(syncmedic.RuleHelmReleaseStaleStatus))
+	if sc.Caught != nil {
+		require.Never(t, func() bool { return len(d.slack.roots(string(syncmedic.RuleHelmReleaseStaleStatus))) > 0 },
+			quiet, 500*time.Millisecond, "stale-status fired on a release the new controller rewrote")
+	}
+	var rules []string
+	for _, p := range d.slack.roots() {
+		for _, r := range []syncmedic.RuleID{syncmedic.RuleDeprecatedStoredVersion, syncmedic.RuleHelmReleaseStaleStatus, syncmedic.RuleDependencyNotReadyFalse, syncmedic.RuleRetriesExhausted} {
+			if containsAll(p.Blocks, []string{string(r)}) {
+				rules = append(rules, string(r))
+			}
+		}
+	}
+	row.Syncmedic = "no finding"
+	if len(rules) > 0 {
+		row.Syncmedic = fmt.Sprintf("%v announced (notify only)", rules)
+	}
+	if len(stale) == 0 {
+		row.Syncmedic += "; no flux/helmrelease-stale-status: v0.37.2 already writes the v2beta2 status (history, new message format), which v1.4.3 reads and rewrites"
+	}
+}
+
+func changedBy(rewritten bool, hr *helmv2.HelmRelease) string {
+	if !rewritten {
+		return "v1.4.3 left the status as it was for 15s (" + fluxreal.Describe(hr) + ")"
+	}
+	return "v1.4.3 rewrote it at start (" + fluxreal.Describe(hr) + ")"
+}
