@@ -16,6 +16,8 @@ const (
 	RuleHookCompletionMissed     RuleID = "argocd/hook-completion-missed"
 	RuleHookImmutable            RuleID = "argocd/hook-immutable"
 	RuleOperationStuck           RuleID = "argocd/operation-stuck"
+	RuleAppDeletionStuck         RuleID = "argocd/app-deletion-stuck"
+	RuleHookNotDeleted           RuleID = "argocd/hook-not-deleted"
 	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
 	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
 	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
@@ -24,6 +26,7 @@ const (
 	RuleDependencyNotReadyFalse  RuleID = "flux/dependency-not-ready-false"
 	RuleRetriesExhausted         RuleID = "flux/retries-exhausted"
 	RuleDeprecatedStoredVersion  RuleID = "flux/deprecated-stored-version"
+	RuleReleaseDeletionStuck     RuleID = "flux/helmrelease-deletion-stuck"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -63,7 +66,7 @@ var catalog = map[RuleID]Rule{
 		ID: RuleHookFinalizerStuck, Title: "Argo CD hook finalizer never removed",
 		Meaning:  "A hook object carries argocd.argoproj.io/hook-finalizer and no Argo CD controller will remove it: it is stuck terminating, or it blocks the next hook of the same name.",
 		Severity: SeverityCritical, Threshold: 2 * time.Minute,
-		Actions: []ActionID{ActionRemoveHookFinalizer, ActionTerminateAndResync},
+		Actions: []ActionID{ActionRemoveHookFinalizer},
 	},
 	RuleHookCompletionMissed: {
 		ID: RuleHookCompletionMissed, Title: "Argo CD missed a finished hook",
@@ -82,6 +85,16 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "A sync operation has been Running or Terminating past the threshold with no change in its state.",
 		Severity: SeverityWarning, Threshold: 30 * time.Minute,
 		Actions: []ActionID{ActionTerminateAndResync},
+	},
+	RuleAppDeletionStuck: {
+		ID: RuleAppDeletionStuck, Title: "Argo CD application deletion stuck",
+		Meaning:  "An Application was deleted but Argo CD's resources or post-delete finalizer keeps it: a resource of the app stuck terminating, a destination cluster Argo CD cannot reach, or PostDelete hooks that never finished.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+	},
+	RuleHookNotDeleted: {
+		ID: RuleHookNotDeleted, Title: "Old hook never deleted before its re-creation",
+		Meaning:  "The sync waits for the deletion of the previous hook object (BeforeHookCreation), but that object is not being deleted at all, or another controller's finalizer holds it.",
+		Severity: SeverityCritical, Threshold: 2 * time.Minute,
 	},
 	RuleWebhookBackendMissing: {
 		ID: RuleWebhookBackendMissing, Title: "Admission webhook backend missing",
@@ -114,13 +127,18 @@ var catalog = map[RuleID]Rule{
 		ID: RuleDependencyNotReadyFalse, Title: "HelmRelease says a Ready dependency is not ready",
 		Meaning:  "The HelmRelease is Ready=False with reason DependencyNotReady while every dependsOn HelmRelease is Ready at its current generation.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
-		Actions: []ActionID{ActionFluxReconcile, ActionFluxForceReconcile},
+		Actions: []ActionID{ActionFluxReconcile},
 	},
 	RuleRetriesExhausted: {
 		ID: RuleRetriesExhausted, Title: "HelmRelease retries exhausted",
 		Meaning:  "The HelmRelease is Stalled because install or upgrade retries are exhausted; helm-controller will not try again until reset.",
 		Severity: SeverityCritical, Threshold: 0,
 		Actions: []ActionID{ActionFluxResetReconcile},
+	},
+	RuleReleaseDeletionStuck: {
+		ID: RuleReleaseDeletionStuck, Title: "HelmRelease deletion stuck",
+		Meaning:  "A HelmRelease was deleted but helm-controller's finalizer keeps it: the uninstall fails, or no helm-controller is handling it.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleDeprecatedStoredVersion: {
 		ID: RuleDeprecatedStoredVersion, Title: "HelmRelease CRD still stores a deprecated version",

@@ -110,10 +110,14 @@ func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 		}
 		if op.Phase == synccommon.OperationRunning {
 			consider(lastChange.Add(th.HookCompletion)) // a waited-on hook not found
+			consider(lastChange.Add(th.HookDeletion))   // an old hook never deleted
 		}
 		consider(lastChange.Add(th.OperationStuck))
 	}
 	consider(orphanCheckAt(op, th))
+	if dt := obs.App.DeletionTimestamp; dt != nil {
+		consider(dt.Add(th.AppDeletion))
+	}
 	for _, h := range obs.Hooks {
 		if running {
 			if done, _, at := hookFinishedAt(h); done && at.After(lastChange) {

@@ -116,6 +116,14 @@ func retained(a *v1alpha1.Application) *v1alpha1.Application {
 	r.Spec.Project, r.Spec.Destination, r.Spec.SyncPolicy = a.Spec.Project, a.Spec.Destination, a.Spec.SyncPolicy
 	r.Operation = a.Operation
 	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
+	if a.DeletionTimestamp != nil { // only what argocd/app-deletion-stuck reads, and only while deleting
+		r.DeletionTimestamp, r.Finalizers = a.DeletionTimestamp, a.Finalizers
+		for _, c := range a.Status.Conditions {
+			if c.Type == v1alpha1.ApplicationConditionDeletionError {
+				r.Status.Conditions = append(r.Status.Conditions, c)
+			}
+		}
+	}
 	return r
 }
 

@@ -37,9 +37,15 @@ type Thresholds struct {
 	HookCompletion time.Duration
 	// OperationStuck: an operation Running/Terminating with no change for longer than this.
 	OperationStuck time.Duration
+	// AppDeletion: an Application deleting, held by Argo CD's finalizers, for longer than this.
+	AppDeletion time.Duration
+	// HookDeletion: an operation waiting for the deletion of an old hook that is not being deleted (or that another
+	// controller's finalizer holds) for longer than this.
+	HookDeletion time.Duration
 }
 
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
-	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute}
+	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
+		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute}
 }

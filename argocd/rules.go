@@ -23,8 +23,10 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	var out []syncmedic.Finding
 	out = append(out, HookImmutable(obs, now, th)...)
 	out = append(out, HookFinalizerStuck(obs, now, th)...)
+	out = append(out, HookNotDeleted(obs, now, th)...)
 	out = append(out, HookCompletionMissed(obs, now, th)...)
 	out = onePlanPerObject(out)
+	out = append(out, AppDeletionStuck(obs, now, th)...)
 	if len(out) == 0 {
 		out = append(out, OperationStuck(obs, now, th)...)
 	}

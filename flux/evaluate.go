@@ -117,6 +117,9 @@ func nextThreshold(hr *helmv2.HelmRelease, deps map[types.NamespacedName]*helmv2
 			candidates = append(candidates, readySince(d).Add(th.DependencyNotReady))
 		}
 	}
+	if dt := hr.DeletionTimestamp; dt != nil {
+		candidates = append(candidates, dt.Add(th.ReleaseDeletion))
+	}
 	var next time.Time
 	for _, t := range candidates {
 		if t.After(now) && (next.IsZero() || t.Before(next)) {

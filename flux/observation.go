@@ -66,9 +66,11 @@ type Thresholds struct {
 	StaleStatus time.Duration
 	// DependencyNotReady: Ready=False DependencyNotReady while all dependencies are Ready, for longer than this.
 	DependencyNotReady time.Duration
+	// ReleaseDeletion: a HelmRelease deleting, held by helm-controller's finalizer, for longer than this.
+	ReleaseDeletion time.Duration
 }
 
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
-	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute}
+	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute}
 }

@@ -3,6 +3,7 @@ package flux
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +31,57 @@ func EvaluateRelease(obs ReleaseObservation, now time.Time, th Thresholds) []syn
 	out = append(out, StaleStatus(obs, now, th)...)
 	out = append(out, DependencyNotReadyFalse(obs, now, th)...)
 	out = append(out, RetriesExhausted(obs, now, th)...)
+	out = append(out, ReleaseDeletionStuck(obs, now, th)...)
 	return out
+}
+
+// ReleaseDeletionStuck reports a HelmRelease deleted longer than the threshold ago that helm-controller's finalizer
+// (finalizers.fluxcd.io) still holds (helm-controller #554), and says why: the uninstall fails (its Ready condition
+// says so after the deletion), or no helm-controller has touched it since it was deleted (not running, or not
+// watching this namespace). A suspended release is deleted without an uninstall by helm-controller v1.x, so a
+// suspended one that stays points at the controller too.
+func ReleaseDeletionStuck(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
+	hr := obs.Release
+	dt := hr.DeletionTimestamp
+	if dt == nil || !slices.Contains(hr.Finalizers, helmv2.HelmReleaseFinalizer) || now.Sub(dt.Time) < th.ReleaseDeletion {
+		return nil
+	}
+	since := dt.Time
+	ready := conditions.Get(hr, meta.ReadyCondition)
+	var why string
+	switch {
+	case ready != nil && ready.Status == "False" && !ready.LastTransitionTime.Time.Before(dt.Time):
+		why = fmt.Sprintf("the uninstall fails (%s: %s)", ready.Reason, ready.Message)
+	case hr.Spec.Suspend:
+		why = "it is suspended, which helm-controller v1.x deletes without an uninstall: no helm-controller is handling it"
+	default:
+		why = "no helm-controller has updated it since it was deleted: is helm-controller running, and watching this namespace?"
+	}
+	f := syncmedic.NewFinding(syncmedic.RuleReleaseDeletionStuck, releaseRef(hr),
+		fmt.Sprintf("HelmRelease %s/%s has been deleting for %s: %s", hr.Namespace, hr.Name, syncmedic.HumanDuration(now.Sub(since)), why))
+	f.Since = since
+	f.Evidence = []syncmedic.Evidence{
+		{Field: "metadata.deletionTimestamp", Value: dt.UTC().Format(time.RFC3339), Since: timePtr(since)},
+		{Field: "metadata.finalizers", Value: "[" + strings.Join(hr.Finalizers, ", ") + "]"},
+		{Field: "spec.suspend", Value: fmt.Sprint(hr.Spec.Suspend)},
+	}
+	if ready != nil {
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Ready", Value: conditionText(hr, meta.ReadyCondition), Since: timePtr(ready.LastTransitionTime.Time)})
+	}
+	if hr.Status.StorageNamespace != "" {
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "Helm release", Value: hr.Status.StorageNamespace + "/" + hr.GetReleaseName()})
+	}
+	f.Remedy = syncmedic.Remedy{
+		Description: "Let helm-controller finish: make sure it runs (and can reach the target cluster), fix what makes the uninstall fail (the Ready message), then ask it to try again. Removing the finalizer by hand leaves the Helm release installed and unmanaged.",
+		Commands: []string{
+			"kubectl -n flux-system get deployment helm-controller   # is it running?",
+			fmt.Sprintf("kubectl -n flux-system logs deployment/helm-controller | grep '%s/%s'", hr.Namespace, hr.Name),
+			fmt.Sprintf("flux reconcile helmrelease %s -n %s   # ask for another uninstall attempt", hr.Name, hr.Namespace),
+			fmt.Sprintf(`# last resort, leaves the Helm release installed: kubectl -n %s patch helmrelease %s --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]'`, hr.Namespace, hr.Name),
+		},
+	}
+	f.Advisories = controllerAdvisories(obs.ControllerVersion)
+	return []syncmedic.Finding{f}
 }
 
 // oldMessageRe matches the Ready messages helm-controller wrote before v2beta2 (Flux < 2.2): "Helm upgrade

@@ -27,6 +27,8 @@ func cond(t, status, reason, msg string, age time.Duration) metav1.Condition {
 	return metav1.Condition{Type: t, Status: metav1.ConditionStatus(status), Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now.Add(-age))}
 }
 
+func metav1Ago(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+
 func withHistory(hr *helmv2.HelmRelease) *helmv2.HelmRelease {
 	hr.Status.History = helmv2.Snapshots{{Name: hr.Name, Namespace: hr.Namespace, Version: 3, Status: "deployed", ChartName: "redis", ChartVersion: "18.1.0"}}
 	return hr
@@ -137,6 +139,40 @@ func TestEvaluateRelease(t *testing.T) {
 			check: func(t *testing.T, fs []syncmedic.Finding) {
 				require.Equal(t, now.Add(-time.Hour), fs[0].Since, "since the Ready condition's transition")
 			},
+		},
+		{
+			name: "a deleted release whose uninstall fails is stuck deleting, and says so",
+			obs: func() ReleaseObservation {
+				hr := release("legacy", 2, 2, cond(meta.ReadyCondition, "False", "UninstallFailed", "Helm uninstall failed: context deadline exceeded", 50*time.Minute))
+				hr.DeletionTimestamp, hr.Finalizers = metav1Ago(time.Hour), []string{helmv2.HelmReleaseFinalizer}
+				return ReleaseObservation{Release: hr}
+			}(),
+			want: []syncmedic.RuleID{syncmedic.RuleReleaseDeletionStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Contains(t, fs[0].Summary, "the uninstall fails (UninstallFailed")
+				require.Equal(t, now.Add(-time.Hour), fs[0].Since)
+				require.Equal(t, syncmedic.ActionNone, fs[0].Remedy.Action, "removing the finalizer leaves the release installed: never automatic")
+			},
+		},
+		{
+			name: "a deleted release no controller touched since names the controller",
+			obs: func() ReleaseObservation {
+				hr := release("legacy", 2, 2, cond(meta.ReadyCondition, "True", helmv2.UpgradeSucceededReason, "ok", 3*time.Hour))
+				hr.DeletionTimestamp, hr.Finalizers = metav1Ago(time.Hour), []string{helmv2.HelmReleaseFinalizer}
+				return ReleaseObservation{Release: hr}
+			}(),
+			want: []syncmedic.RuleID{syncmedic.RuleReleaseDeletionStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Contains(t, fs[0].Summary, "no helm-controller has updated it since it was deleted")
+			},
+		},
+		{
+			name: "a release deleted a moment ago is not stuck yet",
+			obs: func() ReleaseObservation {
+				hr := release("legacy", 2, 2)
+				hr.DeletionTimestamp, hr.Finalizers = metav1Ago(time.Minute), []string{helmv2.HelmReleaseFinalizer}
+				return ReleaseObservation{Release: hr}
+			}(),
 		},
 		{
 			name: "a failing release that is not stalled is not reported",

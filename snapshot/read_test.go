@@ -148,7 +148,7 @@ func TestObserveBuildsAppHooksAndVersions(t *testing.T) {
 		}
 	}
 	require.True(t, shop)
-	require.Len(t, o.Releases, 4)
+	require.Len(t, o.Releases, 5)
 	require.Equal(t, "v0.36.2", o.Releases[0].ControllerVersion)
 	require.Len(t, o.Inventory.WebhookCallFailures, 1)
 }

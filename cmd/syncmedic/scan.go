@@ -67,11 +67,14 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.ArgoCD.HookFinalizer, "hook-finalizer-threshold", th.ArgoCD.HookFinalizer, "how long a hook may be deleting with argocd.argoproj.io/hook-finalizer before it is stuck")
 	f.DurationVar(&th.ArgoCD.HookCompletion, "hook-completion-threshold", th.ArgoCD.HookCompletion, "how long an operation may wait on a hook that already finished")
 	f.DurationVar(&th.ArgoCD.OperationStuck, "operation-stuck-threshold", th.ArgoCD.OperationStuck, "how long an operation may stay Running/Terminating with no change")
+	f.DurationVar(&th.ArgoCD.AppDeletion, "app-deletion-threshold", th.ArgoCD.AppDeletion, "how long an Application may be deleting, held by Argo CD's finalizers")
+	f.DurationVar(&th.ArgoCD.HookDeletion, "hook-deletion-threshold", th.ArgoCD.HookDeletion, "how long an operation may wait for the deletion of an old hook that is not being deleted")
 	f.DurationVar(&th.Kube.Terminating, "terminating-threshold", th.Kube.Terminating, "how long an object may be terminating with finalizers left")
-	f.DurationVar(&th.Kube.WebhookBackend, "webhook-backend-threshold", th.Kube.WebhookBackend, "grace period for a new webhook configuration's backend")
+	f.DurationVar(&th.Kube.WebhookBackend, "webhook-backend-threshold", th.Kube.WebhookBackend, "how long a webhook's backend may be missing or without ready endpoints")
 	f.DurationVar(&th.Kube.ArtifactGC, "artifactgc-threshold", th.Kube.ArtifactGC, "how long a deleted Workflow may wait on the artifact-gc finalizer")
 	f.DurationVar(&th.Flux.StaleStatus, "stale-status-threshold", th.Flux.StaleStatus, "how long a HelmRelease may keep a pre-v2beta2 status with an unobserved generation")
-	f.DurationVar(&th.Flux.DependencyNotReady, "dependency-not-ready-threshold", th.Flux.DependencyNotReady, "how long a HelmRelease may say DependencyNotReady while its dependencies are Ready")
+	f.DurationVar(&th.Flux.DependencyNotReady, "dependency-not-ready-threshold", th.Flux.DependencyNotReady, "how long a HelmRelease may say DependencyNotReady after its last dependency became Ready")
+	f.DurationVar(&th.Flux.ReleaseDeletion, "release-deletion-threshold", th.Flux.ReleaseDeletion, "how long a HelmRelease may be deleting, held by helm-controller's finalizer")
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions) error {

@@ -1,0 +1,128 @@
+package argocd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+func deletingApp(age time.Duration, finalizers ...string) *v1alpha1.Application {
+	a := app(nil)
+	a.DeletionTimestamp = ago(age)
+	a.Finalizers = finalizers
+	a.Status.Resources = []v1alpha1.ResourceStatus{
+		{Version: "v1", Kind: "PersistentVolumeClaim", Namespace: "shop", Name: "data-0"},
+		{Group: "apps", Version: "v1", Kind: "StatefulSet", Namespace: "shop", Name: "db"},
+	}
+	return a
+}
+
+func TestAppDeletionStuck(t *testing.T) {
+	th := DefaultThresholds()
+	tests := []struct {
+		name    string
+		app     *v1alpha1.Application
+		want    bool
+		because string
+	}{
+		{name: "an app held by the resources finalizer past the threshold names the resources Argo CD waits for",
+			app: deletingApp(time.Hour, ResourcesFinalizer), want: true, because: "waits for 2 resource(s)"},
+		{name: "the foreground variant of the finalizer counts too",
+			app: deletingApp(time.Hour, v1alpha1.ForegroundPropagationPolicyFinalizer), want: true, because: "waits for 2 resource(s)"},
+		{name: "a deletion error Argo CD recorded (an unreachable cluster) is the first reason given",
+			app: func() *v1alpha1.Application {
+				a := deletingApp(time.Hour, ResourcesFinalizer)
+				a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionDeletionError,
+					Message: `failed to get cluster info for "https://10.0.0.1": dial tcp 10.0.0.1:443: i/o timeout`}}
+				return a
+			}(), want: true, because: "deletion error: failed to get cluster info"},
+		{name: "PostDelete hooks that have not finished hold the post-delete finalizer",
+			app: func() *v1alpha1.Application {
+				a := deletingApp(time.Hour, PostDeleteFinalizer)
+				a.Status.Resources = nil
+				return a
+			}(), want: true, because: "PostDelete hooks"},
+		{name: "an app deleted a moment ago is not stuck yet", app: deletingApp(time.Minute, ResourcesFinalizer)},
+		{name: "an app deleted without Argo CD's finalizers is none of this rule's business", app: deletingApp(time.Hour, "example.com/other")},
+		{name: "an app that is not being deleted is fine", app: app(nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := Evaluate(AppObservation{App: tt.app, HooksKnown: true}, now, th)
+			if !tt.want {
+				require.Empty(t, fs)
+				return
+			}
+			require.Len(t, fs, 1)
+			f := fs[0]
+			require.Equal(t, syncmedic.RuleAppDeletionStuck, f.Rule)
+			require.Contains(t, f.Summary, tt.because)
+			require.Equal(t, tt.app.DeletionTimestamp.Time, f.Since)
+			require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "removing an Application's finalizers orphans its resources: never automatic")
+			require.Contains(t, f.Remedy.Commands[0], "argocd app resources argocd/shop")
+			t.Run("the watcher's trimmed copy keeps what the rule reads", func(t *testing.T) {
+				d := decorated(tt.app)
+				d.Status.Conditions = append(d.Status.Conditions, tt.app.Status.Conditions...)
+				d.Status.Resources = tt.app.Status.Resources
+				full := Evaluate(AppObservation{App: d, HooksKnown: true}, now, th)
+				require.Equal(t, f.Summary, full[0].Summary)
+				require.Equal(t, full, Evaluate(AppObservation{App: retained(d), HooksKnown: true}, now, th))
+			})
+		})
+	}
+}
+
+func TestHookNotDeleted(t *testing.T) {
+	th := DefaultThresholds()
+	const waitingDeletion = "waiting for deletion of batch/Job/migrate"
+	tests := []struct {
+		name    string
+		msg     string
+		hook    func(t *testing.T) *unstructured.Unstructured
+		state   time.Duration // since the operation's last change
+		want    syncmedic.RuleID
+		command string
+	}{
+		{name: "an old hook never deleted (Server-Side Apply) is deleted through Argo CD by hand", msg: waitingDeletion,
+			hook: func(t *testing.T) *unstructured.Unstructured { return hookJob(t, nil, nil, true) }, state: 10 * time.Minute,
+			want: syncmedic.RuleHookNotDeleted, command: "argocd app delete-resource argocd/shop --kind Job --resource-name migrate --namespace shop --group batch"},
+		{name: "v3 words it 'deletion of hook' and means the same", msg: "waiting for deletion of hook batch/Job/migrate",
+			hook: func(t *testing.T) *unstructured.Unstructured { return hookJob(t, nil, nil, true) }, state: 10 * time.Minute,
+			want: syncmedic.RuleHookNotDeleted, command: "argocd app delete-resource"},
+		{name: "an old hook another controller's finalizer holds names that finalizer", msg: waitingDeletion,
+			hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(10*time.Minute), true)
+			}, state: 10 * time.Minute, want: syncmedic.RuleHookNotDeleted, command: "jsonpath='{.metadata.finalizers}'"},
+		{name: "an old hook held only by Argo CD's own finalizer is hook-finalizer-stuck's", msg: waitingDeletion,
+			hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)
+			}, state: 10 * time.Minute, want: syncmedic.RuleHookFinalizerStuck},
+		{name: "an operation that started waiting a moment ago is given the threshold", msg: waitingDeletion,
+			hook: func(t *testing.T) *unstructured.Unstructured { return hookJob(t, nil, nil, true) }, state: 10 * time.Second},
+		{name: "an old hook already gone is no problem: the new one is created next", msg: waitingDeletion, state: 10 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := AppObservation{App: app(runningOp(time.Hour, tt.msg, "")), HooksKnown: true, StateSince: now.Add(-tt.state)}
+			if tt.hook != nil {
+				obs.Hooks = []*unstructured.Unstructured{tt.hook(t)}
+			}
+			fs := Evaluate(obs, now, th)
+			if tt.want == "" {
+				require.Empty(t, fs)
+				return
+			}
+			require.Len(t, fs, 1)
+			require.Equal(t, tt.want, fs[0].Rule)
+			if tt.command != "" {
+				require.Contains(t, fs[0].Remedy.Commands[0], tt.command)
+				require.Equal(t, syncmedic.ActionNone, fs[0].Remedy.Action)
+			}
+		})
+	}
+}
