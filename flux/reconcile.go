@@ -170,9 +170,13 @@ func (r *ReconcileRequester) Remediate(ctx context.Context, f syncmedic.Finding,
 		return out, nil
 	}
 	if err := r.Client.Patch(ctx, hr, patch); err != nil {
-		err = fmt.Errorf("patching HelmRelease %s: %w", key, err)
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			err = syncmedic.Permanent(err)
+		switch {
+		case apierrors.IsForbidden(err):
+			err = syncmedic.Permanent(fmt.Errorf("patching HelmRelease %s: syncmedic's account needs `patch` on helmreleases.%s (manifests/base/clusterrole.yaml): %w", key, helmv2.GroupVersion.Group, err))
+		case apierrors.IsInvalid(err):
+			err = syncmedic.Permanent(fmt.Errorf("patching HelmRelease %s: %w", key, err))
+		default:
+			err = fmt.Errorf("patching HelmRelease %s: %w", key, err)
 		}
 		return out, err
 	}

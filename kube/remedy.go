@@ -70,9 +70,13 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 		return out, nil
 	}
 	if _, err := wfs.Patch(ctx, key.Name, types.MergePatchType, []byte(ForceFinalizerRemovalPatch), metav1.PatchOptions{}); err != nil {
-		err = fmt.Errorf("patching Workflow %s: %w", key, err)
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			err = syncmedic.Permanent(err)
+		switch {
+		case apierrors.IsForbidden(err):
+			err = syncmedic.Permanent(fmt.Errorf("patching Workflow %s: syncmedic's account needs `patch` on workflows.argoproj.io (manifests/base/clusterrole.yaml): %w", key, err))
+		case apierrors.IsInvalid(err):
+			err = syncmedic.Permanent(fmt.Errorf("patching Workflow %s: %w", key, err))
+		default:
+			err = fmt.Errorf("patching Workflow %s: %w", key, err)
 		}
 		return out, err
 	}

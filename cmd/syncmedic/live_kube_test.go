@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -109,4 +110,66 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 		force, _, _ := unstructured.NestedBool(got.Object, "spec", "artifactGC", "forceFinalizerRemoval")
 		require.True(t, force)
 	})
+}
+
+// TestFixRefusedByKubernetesRBACChangesNothing runs `fix --yes` as a user who may read everything but patch nothing:
+// the Flux and Workflow remedies fail with exit 3, the message names the verb and resource the account lacks, and
+// the objects are untouched.
+func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
+	env := testenv.Kube(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	hr := testenv.ScenarioHelmReleaseOldStatus(t, env, ns, "rbac-redis", "v2beta2")
+	for i := range hr.Status.Conditions {
+		hr.Status.Conditions[i].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	}
+	require.NoError(t, env.Client.Status().Update(ctx, hr))
+	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "rbac-build")
+
+	user := "reader-" + ns
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}}
+	require.NoError(t, env.Client.Create(ctx, role))
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}))
+	kubeconfig := env.UserKubeconfig(t, user)
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+
+	tests := []struct {
+		name, kind, object, resource string
+		flags                        []string
+		version                      func() string
+	}{
+		{name: "the HelmRelease reconcile request is refused without patch on helmreleases", kind: "HelmRelease", object: hr.Name,
+			resource: `cannot patch resource "helmreleases" in API group "helm.toolkit.fluxcd.io"`, flags: []string{"--stale-status-threshold", "1m"},
+			version: func() string { return testenv.GetHelmRelease(t, env, ns, hr.Name).ResourceVersion }},
+		{name: "the Workflow forceFinalizerRemoval is refused without patch on workflows", kind: "Workflow", object: wf.GetName(),
+			resource: `cannot patch resource "workflows" in API group "argoproj.io"`, flags: []string{"--artifactgc-threshold", "0s"},
+			version: func() string {
+				got, err := env.Dynamic.Resource(testenv.WorkflowGVR).Namespace(ns).Get(ctx, wf.GetName(), metav1.GetOptions{})
+				require.NoError(t, err)
+				return got.GetResourceVersion()
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, out, errOut := runCLI(t, "scan", "--kubeconfig", kubeconfig, "--now", later, "-o", "json")
+			var r syncmedic.Report
+			require.NoError(t, json.Unmarshal([]byte(out), &r), errOut)
+			fp := ""
+			for _, f := range r.Findings {
+				if f.Object.Kind == tt.kind && f.Object.Namespace == ns && f.Object.Name == tt.object && f.Remedy.Action != syncmedic.ActionNone {
+					fp = f.Fingerprint
+				}
+			}
+			require.NotEmpty(t, fp, "a reader still sees the finding: %s", out)
+			before := tt.version()
+			code, out, errOut := runCLI(t, append([]string{"fix", fp, "--kubeconfig", kubeconfig, "--yes"}, tt.flags...)...)
+			require.Equal(t, exitFailed, code, out+errOut)
+			require.Contains(t, errOut, tt.resource, "the refusal names the verb and the resource")
+			require.Contains(t, errOut, "manifests/base/clusterrole.yaml", "and where syncmedic's permissions are granted")
+			require.Equal(t, before, tt.version(), "nothing changed")
+		})
+	}
 }
