@@ -37,7 +37,7 @@ test: tools
 
 # docs/compat.md from the rows the real-controller tests (internal/conformance) recorded in the last `make test`.
 compat:
-	go run ./internal/conformance/compatdoc -in $(BIN)/compat -out docs/compat.md
+	go run ./internal/conformance/compatdoc -in $(BIN)/compat -out docs/compat.md -extra internal/conformance/unbuildable.md
 
 # Every fuzz target for FUZZTIME each; failing inputs land in the package's testdata/fuzz.
 fuzz:

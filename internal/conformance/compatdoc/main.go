@@ -13,6 +13,7 @@ import (
 func main() {
 	in := flag.String("in", "bin/compat", "directory of recorded rows (the tests' "+conformance.DirEnv+")")
 	out := flag.String("out", "docs/compat.md", "Markdown file to write")
+	extra := flag.String("extra", "", "Markdown file appended as it is (the versions that do not build)")
 	flag.Parse()
 	rows, err := conformance.Load(*in)
 	if err != nil {
@@ -28,6 +29,15 @@ func main() {
 	if err := conformance.Render(&buf, rows, "make compat"); err != nil {
 		fmt.Fprintf(os.Stderr, "compatdoc: %v\n", err)
 		os.Exit(2)
+	}
+	if *extra != "" {
+		b, err := os.ReadFile(*extra)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "compatdoc: %v\n", err)
+			os.Exit(2)
+		}
+		buf.WriteString("\n")
+		buf.Write(b)
 	}
 	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "compatdoc: %v\n", err)
