@@ -296,7 +296,7 @@ func (s *Stack) logOnFailure(t testing.TB) {
 		}
 		for _, c := range []*testenv.Child{s.Controller, s.Source, s.Notification} {
 			if c != nil {
-				t.Logf("%s log (tail):\n%s", c.Name, c.Tail(60))
+				t.Logf("%s log (tail):\n%s", c.Name, c.Tail(20))
 			}
 		}
 	})
