@@ -3,6 +3,7 @@ package flux_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +77,60 @@ func changedBy(rewritten bool, hr *helmv2.HelmRelease) string {
 		return "v1.4.3 left the status as it was for 15s (" + fluxreal.Describe(hr) + ")"
 	}
 	return "v1.4.3 rewrote it at start (" + fluxreal.Describe(hr) + ")"
+}
+
+// A release whose status a v2beta1-era controller wrote (hand-written: helm-controller ≤ v0.36 does not download,
+// see fluxreal.ScenarioPreV2beta2Status) and whose spec changed while no controller ran. syncmedic announces
+// flux/helmrelease-stale-status and, under an auto policy, writes requestedAt; when helm-controller v1.4.3 starts it
+// handles the request (status.lastHandledReconcileAt equals it), upgrades the release and rewrites the status, and
+// the incident resolves without an escalation to forceAt.
+func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *testing.T) {
+	env := testenv.KubePrivate(t)
+	t.Parallel()
+	row := &conformance.Row{Version: "helm-controller v1.4.3", Scenario: "pre-v2beta2 status (v2beta1-era, hand-written) inherited with a spec change"}
+	defer record(t, row)
+	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
+	ns := env.Namespace(t)
+	repo := fluxreal.NewRepo(t)
+	fluxreal.CreateRepository(t, env, ns, repo)
+
+	old := stack.ScenarioPreV2beta2Status(t, ns, repo, "redis")
+	row.Controller = fmt.Sprintf("controller stopped; status as helm-controller ≤ v0.36 wrote it (%s)", fluxreal.Describe(old))
+	row.Syncmedic = "no finding"
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleHelmReleaseStaleStatus), "redis")
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 60*time.Second, 200*time.Millisecond, "flux/helmrelease-stale-status announced")
+	var requested string
+	require.Eventually(t, func() bool {
+		requested = requestAnnotations(stack.Get(t, ns, "redis"))[meta.ReconcileRequestAnnotation]
+		return requested != ""
+	}, 30*time.Second, 200*time.Millisecond, "auto: the plain reconcile request is written")
+	row.Syncmedic = "flux/helmrelease-stale-status announced; auto: requestedAt written"
+
+	start := time.Now()
+	require.NoError(t, stack.StartHelmController(fluxreal.HelmControllerV1))
+	hr := stack.WaitFor(t, ns, "redis", 90*time.Second, "rewritten at the new generation", func(hr *helmv2.HelmRelease) bool {
+		return fluxreal.IsReady(hr) && len(hr.Status.History) > 0
+	})
+	took := time.Since(start).Round(time.Second)
+	require.Equal(t, requested, hr.Status.LastHandledReconcileAt, "helm-controller handled syncmedic's request")
+	require.Empty(t, requestAnnotations(hr)[helmv2.ForceRequestAnnotation], "no escalation: the plain request was enough")
+	require.Eventually(t, func() bool {
+		for _, p := range d.slack.thread(root.TS) {
+			if strings.Contains(strings.ToLower(p.Text), "resolved") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
+	row.Controller += fmt.Sprintf("; v1.4.3 started: within %s observedGeneration %d, Ready %q, history %d entries, lastHandledReconcileAt = syncmedic's requestedAt",
+		took, hr.Status.ObservedGeneration, fluxreal.Condition(hr, meta.ReadyCondition).Message, len(hr.Status.History))
+	row.Syncmedic += "; handled by helm-controller (lastHandledReconcileAt), status rewritten, incident resolved, no forceAt needed"
 }

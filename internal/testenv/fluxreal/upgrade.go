@@ -7,6 +7,8 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -83,4 +85,42 @@ func (s *Stack) ScenarioControllerUpgrade(t testing.TB, namespace string, repo *
 	}
 	sc.StoredVersions = crd.Status.StoredVersions
 	return sc
+}
+
+// ScenarioPreV2beta2Status leaves a release as a Flux < 2.2 cluster upgraded to Flux 2.7 does before the new
+// helm-controller runs: installed for real (its Helm release exists), then — helm-controller stopped — its status
+// replaced by what a v2beta1-era controller (helm-controller ≤ v0.36) wrote: Ready "Helm upgrade succeeded" with no
+// release name, no status.history; then its chart version changed, so observedGeneration stays behind.
+//
+// The status is written by hand because no controller that writes it can run here: helm-controller v0.36.x and
+// older do not download from the module proxy (v0.37.2, the oldest that does, already writes the v2beta2 status).
+// Call StartHelmController to let the new controller at it. Use a stack of the test's own (Start).
+func (s *Stack) ScenarioPreV2beta2Status(t testing.TB, namespace string, repo *Repo, name string) *helmv2.HelmRelease {
+	t.Helper()
+	hr := s.Installed(t, namespace, repo, Release{Name: name})
+	s.StopHelmController()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(s.Helm.APIVersion)
+	u.SetKind(helmv2.HelmReleaseKind)
+	if err := s.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+		t.Fatalf("fluxreal: %v", err)
+	}
+	at := metav1.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	u.Object["status"] = map[string]any{
+		"observedGeneration":    hr.Generation,
+		"lastAppliedRevision":   "1.0.0",
+		"lastAttemptedRevision": "1.0.0",
+		"lastReleaseRevision":   int64(1),
+		"helmChart":             hr.Status.HelmChart,
+		"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "Release reconciliation succeeded", "lastTransitionTime": at},
+			map[string]any{"type": "Released", "status": "True", "reason": "UpgradeSucceeded", "message": "Helm upgrade succeeded", "lastTransitionTime": at},
+		},
+	}
+	if err := s.Env.Client.Status().Update(context.Background(), u); err != nil {
+		t.Fatalf("fluxreal: writing the v2beta1-era status of %s/%s: %v", namespace, name, err)
+	}
+	repo.Publish(t, ConfigMapChart(name, "1.0.1"))
+	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"spec": map[string]any{"version": "1.0.1"}}})
+	return s.Get(t, namespace, name)
 }
