@@ -259,10 +259,17 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 	logging := []string{"--redis", redisAddr, "--logformat", "text", "--loglevel"}
 	kube := []string{"--namespace", server.Namespace}
 
-	// repo-server: plaintext gRPC (--disable-tls) on a loopback port.
+	// repo-server: plaintext gRPC (--disable-tls) on a loopback port. Since v3.6 it also defaults --client-ca-path
+	// (mTLS), which it refuses together with --disable-tls: empty it where the flag exists.
+	repoFlags := []string{"--disable-tls"}
+	helpCmd := exec.Command(exe, "--help")
+	helpCmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd-repo-server")
+	if help, _ := helpCmd.CombinedOutput(); strings.Contains(string(help), "--client-ca-path") {
+		repoFlags = append(repoFlags, "--client-ca-path=")
+	}
 	repoAddr, err := s.startComponent(exe, envv, "argocd-repo-server", func(ports []int) []string {
-		return append([]string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
-			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[1]), "--disable-tls"}, append(logging, "info")...)
+		return append(append([]string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
+			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[1])}, repoFlags...), append(logging, "info")...)
 	}, func(ports []int, exited <-chan struct{}) error {
 		return waitTCP(loopback(ports[0]), exited, 2*time.Minute)
 	})
