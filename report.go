@@ -18,6 +18,9 @@ type Report struct {
 	Findings    []Finding `json:"findings"`
 	// Problems are input the scan could not use (a malformed file, an unreachable source), one line each.
 	Problems []string `json:"problems,omitempty"`
+	// Read says what each source read ("snapshot dump/: 12 objects: 5 Application, 4 Job"), so an all-clear says
+	// what it covers.
+	Read []string `json:"read,omitempty"`
 }
 
 // WriteTable prints findings the way kubectl prints resources: RULE, OBJECT, AGE, SUMMARY, then one line per
@@ -25,6 +28,9 @@ type Report struct {
 func WriteTable(w io.Writer, r Report) error {
 	if len(r.Findings) == 0 {
 		if _, err := fmt.Fprintln(w, "No stuck syncs found."); err != nil {
+			return err
+		}
+		if err := writeRead(w, r.Read); err != nil {
 			return err
 		}
 		return writeProblems(w, r.Problems)
@@ -44,7 +50,19 @@ func WriteTable(w io.Writer, r Report) error {
 	if _, err := fmt.Fprintf(w, "\n%d stuck. For the evidence and the exact fix of each: -o yaml (or `syncmedic scan ... -o yaml --rule RULE`).\n", len(r.Findings)); err != nil {
 		return err
 	}
+	if err := writeRead(w, r.Read); err != nil {
+		return err
+	}
 	return writeProblems(w, r.Problems)
+}
+
+func writeRead(w io.Writer, read []string) error {
+	for _, r := range read {
+		if _, err := fmt.Fprintln(w, "Read "+r+"."); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeProblems(w io.Writer, problems []string) error {

@@ -69,7 +69,7 @@ func ReadPaths(paths ...string) (*Snapshot, error) {
 				s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
 				return nil
 			}
-			if !d.IsDir() && isDumpFile(path) {
+			if !d.IsDir() && (isDumpFile(path) || isTextDump(path)) {
 				files = append(files, path)
 			}
 			return nil
@@ -79,6 +79,10 @@ func ReadPaths(paths ...string) (*Snapshot, error) {
 		}
 		sort.Strings(files)
 		for _, f := range files {
+			if isTextDump(f) {
+				s.readSniffed(f)
+				continue
+			}
 			s.readFile(f)
 		}
 	}
@@ -91,6 +95,63 @@ func isDumpFile(p string) bool {
 		return true
 	}
 	return false
+}
+
+// isTextDump reports a file that may hold a dump saved from a terminal (`kubectl get … > dump.txt`): read from a
+// directory only when its content looks like one (readSniffed), as any file named directly is.
+func isTextDump(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".txt", ".log":
+		return true
+	}
+	return false
+}
+
+// dumpSniff matches the start of a YAML or JSON Kubernetes dump.
+var dumpSniff = regexp.MustCompile(`(?m)^\s*("?apiVersion"?\s*:|"?kind"?\s*:|[\[{])`)
+
+// readSniffed reads a .txt or .log file of a directory when its first KiB looks like a dump; any other text file
+// (a README, a log) is skipped without a problem.
+func (s *Snapshot) readSniffed(path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
+		return
+	}
+	head := data
+	if len(head) > 1024 {
+		head = head[:1024]
+	}
+	if !dumpSniff.Match(head) {
+		return
+	}
+	s.readFile(path)
+}
+
+// Summary says what was read: "12 objects: 5 Application, 4 Job, 3 HelmRelease", most frequent kind first.
+func (s *Snapshot) Summary() string {
+	counts := map[string]int{}
+	for _, o := range s.Objects {
+		counts[o.GetKind()]++
+	}
+	kinds := make([]string, 0, len(counts))
+	for k := range counts {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if counts[kinds[i]] != counts[kinds[j]] {
+			return counts[kinds[i]] > counts[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	if len(parts) == 0 {
+		return "0 objects"
+	}
+	return fmt.Sprintf("%d objects: %s", len(s.Objects), strings.Join(parts, ", "))
 }
 
 func (s *Snapshot) readFile(path string) {

@@ -55,11 +55,13 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 	}
-	return []findingSource{{name: "cluster " + cfg.Host, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+	read := new(string)
+	return []findingSource{{name: "cluster " + cfg.Host, read: read, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
 		s, problems, err := listLive(ctx, dyn)
 		if err != nil {
 			return nil, nil, err
 		}
+		*read = s.Summary()
 		obs := s.Observe()
 		for _, p := range obs.Problems {
 			problems = append(problems, p.String())

@@ -29,6 +29,8 @@ type findingSource struct {
 	// input marks a source whose errors are the user's input (exit 2); other sources' errors are failures (exit 3).
 	input bool
 	scan  func(ctx context.Context, now time.Time) (findings []syncmedic.Finding, problems []string, err error)
+	// read, when set, is filled by scan with what it read ("12 objects: 5 Application, …"), for the report.
+	read *string
 }
 
 func newScanCommand() *cobra.Command {
@@ -118,6 +120,9 @@ func runScan(cmd *cobra.Command, o *scanOptions) error {
 		}
 		report.Findings = append(report.Findings, fs...)
 		report.Problems = append(report.Problems, problems...)
+		if s.read != nil && *s.read != "" {
+			report.Read = append(report.Read, s.name+": "+*s.read)
+		}
 	}
 	report.Findings = syncmedic.DropShadowed(report.Findings)
 	if len(want) > 0 {
@@ -143,11 +148,21 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 	var out []findingSource
 	for _, p := range o.snapshots {
 		path := p
-		out = append(out, findingSource{name: "snapshot " + path, input: true, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+		read := new(string)
+		out = append(out, findingSource{name: "snapshot " + path, input: true, read: read, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
 			s, err := snapshot.ReadPaths(path)
 			if err != nil {
 				return nil, nil, err
 			}
+			if len(s.Objects) == 0 {
+				// Never an all-clear for a read that found nothing to judge.
+				why := "no Kubernetes object in it"
+				if len(s.Problems) > 0 {
+					why = fmt.Sprintf("no usable Kubernetes object in it (%d problem(s), first: %s)", len(s.Problems), s.Problems[0])
+				}
+				return nil, nil, fmt.Errorf("%s: nothing was checked; give files as `kubectl get … -o yaml|json` and `argocd app list -o json` print them (.yaml, .yml, .json; .txt and .log when they hold such a dump)", why)
+			}
+			*read = s.Summary()
 			obs := s.Observe()
 			var problems []string
 			for _, p := range append(s.Problems, obs.Problems...) {

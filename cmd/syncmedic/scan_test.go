@@ -71,7 +71,8 @@ func TestScanSnapshot(t *testing.T) {
 	t.Run("the healthy example reports nothing and exits 0", func(t *testing.T) {
 		code, out, errOut := runCLI(t, "scan", "--snapshot", healthy, "--now", judgedAt)
 		require.Equal(t, exitOK, code, errOut)
-		require.Equal(t, "No stuck syncs found.\n", out)
+		golden(t, "scan-healthy.txt", out)
+		require.Contains(t, out, "No stuck syncs found.\nRead snapshot ", "an all-clear says what it covers")
 	})
 	t.Run("the output format can come from the environment", func(t *testing.T) {
 		t.Setenv("SYNCMEDIC_OUTPUT", "json")
@@ -98,6 +99,43 @@ func TestScanUsageErrors(t *testing.T) {
 			code, _, errOut := runCLI(t, c.args...)
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errOut, c.want)
+		})
+	}
+}
+
+// TestScanNeverGivesAnAllClearForNothingRead: an input with no Kubernetes object in it is an input error (exit 2),
+// never "No stuck syncs found"; a dump saved as .txt inside a directory is read, other text files are skipped.
+func TestScanNeverGivesAnAllClearForNothingRead(t *testing.T) {
+	dir := func(t *testing.T, files map[string]string) string {
+		d := t.TempDir()
+		for name, content := range files {
+			require.NoError(t, os.WriteFile(filepath.Join(d, name), []byte(content), 0o644))
+		}
+		return d
+	}
+	const jobDump = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: a, namespace: b}\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		code  int
+		want  string
+	}{
+		{name: "an empty directory is an input error", files: map[string]string{}, code: exitUsage, want: "nothing was checked"},
+		{name: "a file of garbage is an input error that quotes the problem", files: map[string]string{"dump.yaml": "{{{ not yaml"},
+			code: exitUsage, want: "no usable Kubernetes object in it"},
+		{name: "a README beside nothing else is not a dump", files: map[string]string{"README.txt": "how I made this dump"}, code: exitUsage,
+			want: "nothing was checked"},
+		{name: "a dump saved as .txt in a directory is read and counted", files: map[string]string{"jobs.txt": jobDump, "notes.log": "kubectl said ok"},
+			code: exitOK, want: "1 objects: 1 Job"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "scan", "--snapshot", dir(t, tt.files), "--now", judgedAt)
+			require.Equal(t, tt.code, code, out+errOut)
+			require.Contains(t, out+errOut, tt.want)
+			if tt.code != exitOK {
+				require.NotContains(t, out, "No stuck syncs found")
+			}
 		})
 	}
 }
