@@ -28,7 +28,12 @@ func reconcileAnnotations(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease
 	return out
 }
 
-// handleRequest plays helm-controller: it records the current request as handled in the status.
+// handleRequest plays a helm-controller that handles a request without rewriting the status: it records the
+// current request as handled and leaves the rest. The real helm-controller v1.4.3 never leaves a stale status behind
+// once it handles a request (internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest:
+// it upgrades the release and rewrites the status within seconds), and the v2beta1-era controllers that wrote such a
+// status (helm-controller ≤ v0.36) do not download here; so only a hand-written status reaches the escalation to
+// forceAt tested below.
 func handleRequest(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) {
 	t.Helper()
 	setStatus(t, env, hr, func(live *helmv2.HelmRelease) {
