@@ -41,7 +41,25 @@ type Rule struct {
 	Threshold time.Duration `json:"threshold"`
 	// Actions are the remedies the rule may propose, in the order they are tried.
 	Actions []ActionID `json:"actions,omitempty"`
+	// Automatic says whether syncmedic may apply the remedy unattended when the policy sets the rule to auto.
+	Automatic Automatic `json:"automatic"`
 }
+
+// Automatic says when a rule's remedy may run unattended.
+type Automatic string
+
+// How far a rule's remedy may run unattended (with the policy's mode auto).
+const (
+	// AutoSafe: the remedy runs when the policy says auto.
+	AutoSafe Automatic = "yes"
+	// AutoWithRerunHooks: the remedy starts a new Argo CD sync, which runs every hook again; it runs only where the
+	// policy also sets rerunHooks: true.
+	AutoWithRerunHooks Automatic = "only with rerunHooks: true"
+	// AutoNever: a remedy is proposed with its commands, never applied unattended.
+	AutoNever Automatic = "no: proposed only"
+	// AutoNone: the rule notifies; the finding carries the commands for a person.
+	AutoNone Automatic = "no remedy: notify"
+)
 
 // DocsURL returns the rule's section in docs/rules.md.
 func (r Rule) DocsURL() string { return DocsBaseURL + "#" + r.Anchor() }
@@ -63,85 +81,85 @@ const DocsBaseURL = "https://github.com/syncmedic/syncmedic/blob/main/docs/rules
 
 var catalog = map[RuleID]Rule{
 	RuleHookFinalizerStuck: {
-		ID: RuleHookFinalizerStuck, Title: "Argo CD hook finalizer never removed",
+		ID: RuleHookFinalizerStuck, Automatic: AutoSafe, Title: "Argo CD hook finalizer never removed",
 		Meaning:  "A hook object carries argocd.argoproj.io/hook-finalizer and no Argo CD controller will remove it: it is stuck terminating, or it blocks the next hook of the same name.",
 		Severity: SeverityCritical, Threshold: 2 * time.Minute,
 		Actions: []ActionID{ActionRemoveHookFinalizer},
 	},
 	RuleHookCompletionMissed: {
-		ID: RuleHookCompletionMissed, Title: "Argo CD missed a finished hook",
+		ID: RuleHookCompletionMissed, Automatic: AutoWithRerunHooks, Title: "Argo CD missed a finished hook",
 		Meaning:  "The sync operation still waits for a hook that has already finished: the hook completed before Argo CD looked (the fast-Job race).",
 		Severity: SeverityCritical, Threshold: 5 * time.Minute,
 		Actions: []ActionID{ActionTerminateAndResync},
 	},
 	RuleHookImmutable: {
-		ID: RuleHookImmutable, Title: "Hook cannot be replaced: field is immutable",
+		ID: RuleHookImmutable, Automatic: AutoWithRerunHooks, Title: "Hook cannot be replaced: field is immutable",
 		Meaning:  "The sync failed with \"field is immutable\" because the previous hook object of the same name still exists, held by a finalizer or stuck deleting.",
 		Severity: SeverityCritical, Threshold: 0,
 		Actions: []ActionID{ActionRemoveHookFinalizer, ActionTerminateAndResync},
 	},
 	RuleOperationStuck: {
-		ID: RuleOperationStuck, Title: "Argo CD operation stuck",
+		ID: RuleOperationStuck, Automatic: AutoNever, Title: "Argo CD operation stuck",
 		Meaning:  "A sync operation has been Running or Terminating past the threshold with no change in its state.",
 		Severity: SeverityWarning, Threshold: 30 * time.Minute,
 		Actions: []ActionID{ActionTerminateAndResync},
 	},
 	RuleAppDeletionStuck: {
-		ID: RuleAppDeletionStuck, Title: "Argo CD application deletion stuck",
+		ID: RuleAppDeletionStuck, Automatic: AutoNone, Title: "Argo CD application deletion stuck",
 		Meaning:  "An Application was deleted but Argo CD's resources or post-delete finalizer keeps it: a resource of the app stuck terminating, a destination cluster Argo CD cannot reach, or PostDelete hooks that never finished.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleHookNotDeleted: {
-		ID: RuleHookNotDeleted, Title: "Old hook never deleted before its re-creation",
+		ID: RuleHookNotDeleted, Automatic: AutoNone, Title: "Old hook never deleted before its re-creation",
 		Meaning:  "The sync waits for the deletion of the previous hook object (BeforeHookCreation), but that object is not being deleted at all, or another controller's finalizer holds it.",
 		Severity: SeverityCritical, Threshold: 2 * time.Minute,
 	},
 	RuleWebhookBackendMissing: {
-		ID: RuleWebhookBackendMissing, Title: "Admission webhook backend missing",
+		ID: RuleWebhookBackendMissing, Automatic: AutoNone, Title: "Admission webhook backend missing",
 		Meaning:  "A webhook configuration with failurePolicy Fail points at a Service that is gone or has no ready endpoints: every write it matches is rejected.",
 		Severity: SeverityCritical, Threshold: time.Minute,
 	},
 	RuleWebhookNamespaceOwned: {
-		ID: RuleWebhookNamespaceOwned, Title: "Webhook configuration owned by a Namespace",
+		ID: RuleWebhookNamespaceOwned, Automatic: AutoNone, Title: "Webhook configuration owned by a Namespace",
 		Meaning:  "A webhook configuration has a controller ownerReference to a Namespace (Knative ≤1.15): Argo CD will never prune it, so deleting the app leaves a webhook without a backend.",
 		Severity: SeverityWarning, Threshold: 0,
 	},
 	RuleStuckTerminating: {
-		ID: RuleStuckTerminating, Title: "Object stuck terminating",
+		ID: RuleStuckTerminating, Automatic: AutoNone, Title: "Object stuck terminating",
 		Meaning:  "An object was deleted but finalizers keep it alive past the threshold.",
 		Severity: SeverityWarning, Threshold: 2 * time.Minute,
 	},
 	RuleArtifactGCFinalizerStuck: {
-		ID: RuleArtifactGCFinalizerStuck, Title: "Argo Workflow held by the artifact-gc finalizer",
+		ID: RuleArtifactGCFinalizerStuck, Automatic: AutoSafe, Title: "Argo Workflow held by the artifact-gc finalizer",
 		Meaning:  "A failed Workflow being deleted keeps workflows.argoproj.io/artifact-gc although it has no output artifacts to collect (argo-workflows #13499).",
 		Severity: SeverityWarning, Threshold: 2 * time.Minute,
 		Actions: []ActionID{ActionForceFinalizerRemoval},
 	},
 	RuleHelmReleaseStaleStatus: {
-		ID: RuleHelmReleaseStaleStatus, Title: "HelmRelease status written by an old controller",
+		ID: RuleHelmReleaseStaleStatus, Automatic: AutoSafe, Title: "HelmRelease status written by an old controller",
 		Meaning:  "The HelmRelease status was written by a helm-controller older than v0.37 (Flux 2.2) and the current controller has not rewritten it.",
 		Severity: SeverityWarning, Threshold: 10 * time.Minute,
 		Actions: []ActionID{ActionFluxReconcile, ActionFluxForceReconcile},
 	},
 	RuleDependencyNotReadyFalse: {
-		ID: RuleDependencyNotReadyFalse, Title: "HelmRelease says a Ready dependency is not ready",
+		ID: RuleDependencyNotReadyFalse, Automatic: AutoSafe, Title: "HelmRelease says a Ready dependency is not ready",
 		Meaning:  "The HelmRelease is Ready=False with reason DependencyNotReady while every dependsOn HelmRelease is Ready at its current generation.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 		Actions: []ActionID{ActionFluxReconcile},
 	},
 	RuleRetriesExhausted: {
-		ID: RuleRetriesExhausted, Title: "HelmRelease retries exhausted",
+		ID: RuleRetriesExhausted, Automatic: AutoNever, Title: "HelmRelease retries exhausted",
 		Meaning:  "The HelmRelease is Stalled because install or upgrade retries are exhausted; helm-controller will not try again until reset.",
 		Severity: SeverityCritical, Threshold: 0,
 		Actions: []ActionID{ActionFluxResetReconcile},
 	},
 	RuleReleaseDeletionStuck: {
-		ID: RuleReleaseDeletionStuck, Title: "HelmRelease deletion stuck",
+		ID: RuleReleaseDeletionStuck, Automatic: AutoNone, Title: "HelmRelease deletion stuck",
 		Meaning:  "A HelmRelease was deleted but helm-controller's finalizer keeps it: the uninstall fails, or no helm-controller is handling it.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleDeprecatedStoredVersion: {
-		ID: RuleDeprecatedStoredVersion, Title: "HelmRelease CRD still stores a deprecated version",
+		ID: RuleDeprecatedStoredVersion, Automatic: AutoNone, Title: "HelmRelease CRD still stores a deprecated version",
 		Meaning:  "The HelmRelease CRD's status.storedVersions still lists v2beta1 or v2beta2; Flux 2.7 removes v2beta1 and the upgrade fails until the objects are migrated.",
 		Severity: SeverityWarning, Threshold: 0,
 	},
