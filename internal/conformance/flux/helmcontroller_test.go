@@ -110,6 +110,9 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 		quiet, 500*time.Millisecond, "dependency-not-ready-false fired while the dependency really is not ready")
 	require.Empty(t, requestAnnotations(stack.Get(t, ns, sc.Dependent)))
 
+	// Fix the dependency right after a dependency check of the dependent, so helm-controller's next one is ~30s
+	// away and the window this test is about (dependency Ready, dependent not re-checked yet) is open.
+	stack.WaitDependencyCheck(t, ns, sc.Dependent, 45*time.Second)
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace)
 	resetByHand(t, stack, ns, sc.Dependency) // what the retries-exhausted remedy says to run by hand
 	stack.WaitFor(t, ns, sc.Dependency, 90*time.Second, "Ready after the reset", fluxreal.IsReady)

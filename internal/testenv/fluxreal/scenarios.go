@@ -2,6 +2,9 @@ package fluxreal
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,4 +197,34 @@ func (s *Stack) ScenarioStuckDeleting(t testing.TB, namespace string, repo *Repo
 	return s.WaitFor(t, namespace, name, 10*time.Second, "deleting", func(hr *helmv2.HelmRelease) bool {
 		return hr.DeletionTimestamp != nil
 	})
+}
+
+// WaitDependencyCheck waits for helm-controller's next dependency check of HelmRelease namespace/name that found a
+// dependency not ready (its log line "dependencies do not meet ready condition"), and returns when it happened. A
+// test that wants to act right after a check — so the next one is a full --requeue-dependency away — uses it.
+func (s *Stack) WaitDependencyCheck(t testing.TB, namespace, name string, timeout time.Duration) time.Time {
+	t.Helper()
+	marker := fmt.Sprintf(`"HelmRelease": {"name":%q,"namespace":%q}`, name, namespace)
+	count := func() int {
+		data, err := os.ReadFile(s.Controller.LogPath)
+		if err != nil {
+			t.Fatalf("fluxreal: %v", err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "dependencies do not meet ready condition") && strings.Contains(line, marker) {
+				n++
+			}
+		}
+		return n
+	}
+	before := count()
+	deadline := time.Now().Add(timeout)
+	for count() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("fluxreal: no dependency check of %s/%s within %s", namespace, name, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Now()
 }
