@@ -100,6 +100,9 @@ type RealHookApp struct {
 type ConfigMapData struct {
 	Data      map[string]string
 	Immutable bool
+	// Elsewhere, when set, adds a second ConfigMap "extra" for that namespace: one that does not exist makes the
+	// apply fail ("namespaces ... not found") while the client-side dry run passes.
+	Elsewhere string
 }
 
 func (c ConfigMapData) manifest() string {
@@ -119,6 +122,9 @@ func (c ConfigMapData) manifest() string {
 	}
 	if len(keys) == 0 {
 		b.WriteString("  revision: \"1\"\n")
+	}
+	if c.Elsewhere != "" {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: %s\ndata:\n  k: v\n", c.Elsewhere)
 	}
 	return b.String()
 }
@@ -373,8 +379,11 @@ func ScenarioRealSlowAndFastWave(t testing.TB, stack *RealArgoCD) *RealHookApp {
 		RealHook{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
 		RealHook{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceeds})
 	app.Sync(t)
+	// Created by the controller first (absent before), then deleted by the TTL controller once complete.
+	created := false
 	if !app.WaitJob(t, "fast", 2*time.Minute, func(job *batchv1.Job) bool {
-		return job == nil || job.DeletionTimestamp != nil
+		created = created || job != nil
+		return created && (job == nil || job.DeletionTimestamp != nil)
 	}) {
 		_, desc := app.JobState(t, "fast")
 		t.Fatalf("testenv: the fast hook Job was not TTL-deleted within 2m (%s; operation %s)", desc, DescribeOperation(app.Get(t)))
@@ -399,28 +408,30 @@ func ScenarioRealRunningHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
 }
 
 // ScenarioRealFailedWaveHookLeak reproduces the hook-finalizer leak of Argo CD 3.0 before v3.0.16 (fixed in
-// gitops-engine by terminating/awaiting running hooks when a wave fails to apply): a Sync hook Job
-// (ttlSecondsAfterFinished: 0) in the same wave as a resource that fails to apply — an immutable ConfigMap whose
-// data changed (the client-side dry run passes, the apply fails). v3.0.12 marks the operation Failed ("one or more
-// objects failed to apply") while the hook it just created, with argocd.argoproj.io/hook-finalizer, still runs;
-// nothing removes the finalizer afterwards, so when the TTL controller deletes the finished Job it stays deleting
-// forever. v3.6.1 waits for the running hook, removes the finalizer, then fails the operation.
+// gitops-engine by awaiting or terminating the running hooks when a wave fails to apply): a Sync hook Job
+// (ttlSecondsAfterFinished: 0) in the same wave as a resource that fails to apply — a ConfigMap for a namespace that
+// does not exist (the client-side dry run passes, the apply fails). v3.0.12 marks the operation Failed ("one or
+// more objects failed to apply") while the hook it just created, with argocd.argoproj.io/hook-finalizer, still
+// runs; nothing removes the finalizer afterwards, so when the TTL controller deletes the finished Job it stays
+// deleting forever. v3.6.1 waits for the running hook, removes the finalizer, then fails the operation.
 //
-// The first sync (data v1) must succeed; the second (data v2) is the failing one. It returns after starting the
-// second sync, with the time it started.
+// The first sync (without the bad ConfigMap) must succeed; the second is the failing one. It returns after starting
+// the second sync, with the time it started.
 func ScenarioRealFailedWaveHookLeak(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
 	t.Helper()
-	hook := RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: TTL(0), Run: PodSucceeds}
-	app := NewRealHookApp(t, stack, "failed-wave", ConfigMapData{Immutable: true, Data: map[string]string{"v": "1"}}, hook)
+	app := NewRealHookApp(t, stack, "failed-wave", ConfigMapData{}, FailedWaveHook)
 	app.Sync(t)
 	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
 		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
 	}
-	app.Update(t, ConfigMapData{Immutable: true, Data: map[string]string{"v": "2"}}, hook)
+	app.Update(t, ConfigMapData{Elsewhere: app.Namespace + "-missing"}, FailedWaveHook)
 	start := time.Now()
 	app.Sync(t)
 	return app, start
 }
+
+// FailedWaveHook is the Sync hook of ScenarioRealFailedWaveHookLeak.
+var FailedWaveHook = RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: TTL(0), Run: PodSucceeds}
 
 // ScenarioRealImmutableHook: a named PreSync hook Job with hook-delete-policy HookFailed (so a successful run stays
 // in the cluster), synced once successfully; then its Pod template (the image) changes in git and the app is synced

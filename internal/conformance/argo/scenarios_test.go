@@ -257,7 +257,7 @@ func TestSyncRunningItsHookIsNotStuck(t *testing.T) {
 }
 
 // The hook-finalizer leak of Argo CD 3.0 before v3.0.16 (argo-cd #24187; gitops-engine #761/#762/#770): a Sync hook
-// Job (ttlSecondsAfterFinished: 0) in the wave of a resource that fails to apply. v3.0.12 fails the operation while
+// Job (ttlSecondsAfterFinished: 0) in the wave of a resource that fails to apply (its namespace does not exist). v3.0.12 fails the operation while
 // the hook it created runs, and never removes the hook's finalizer: the TTL-deleted Job stays deleting forever.
 // syncmedic announces argocd/hook-finalizer-stuck and its remedy (remove exactly that finalizer) lets the Job go, and
 // the app syncs again. The same steps on v3.6.1 leave nothing behind and nothing is reported.
@@ -300,9 +300,8 @@ func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 			require.True(t, gone, "the remedy releases the leaked Job: %s", srv.summary())
 			r.Syncmedic += "; Job released"
 
-			// The app is not blocked any more: with the ConfigMap change reverted, the real controller syncs.
-			app.Update(t, testenv.ConfigMapData{Immutable: true, Data: map[string]string{"v": "1"}},
-				testenv.RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: testenv.TTL(0), Run: testenv.PodSucceeds})
+			// The app is not blocked any more: without the bad ConfigMap, the real controller syncs.
+			app.Update(t, testenv.ConfigMapData{}, testenv.FailedWaveHook)
 			again := time.Now()
 			app.Sync(t)
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(again))
