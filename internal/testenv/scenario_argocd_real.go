@@ -287,7 +287,11 @@ func DescribeOperation(app *v1alpha1.Application) string {
 	if st == nil {
 		return "no operation"
 	}
-	s := fmt.Sprintf("%s: %s", st.Phase, st.Message)
+	msg := st.Message
+	if len(msg) > 240 {
+		msg = msg[:240] + "…"
+	}
+	s := fmt.Sprintf("%s: %s", st.Phase, msg)
 	if st.SyncResult != nil {
 		var hooks []string
 		for _, r := range st.SyncResult.Resources {
@@ -433,20 +437,22 @@ func ScenarioRealFailedWaveHookLeak(t testing.TB, stack *RealArgoCD) (*RealHookA
 // FailedWaveHook is the Sync hook of ScenarioRealFailedWaveHookLeak.
 var FailedWaveHook = RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: TTL(0), Run: PodSucceeds}
 
-// ScenarioRealImmutableHook: a named PreSync hook Job with hook-delete-policy HookFailed (so a successful run stays
-// in the cluster), synced once successfully; then its Pod template (the image) changes in git and the app is synced
-// again, with the previous Job still present. Applying the hook over it is refused by the apiserver ("field is
-// immutable"). It returns after starting the second sync, with the time it started.
+// ScenarioRealImmutableHook: a named PreSync hook Job with hook-delete-policy HookSucceeded whose first run fails
+// (so it is kept: only a success would delete it, and the policy replaces BeforeHookCreation); the fix changes its
+// Pod template (the image) in git and the app is synced again, with the failed Job still present. Applying the hook
+// over it is refused by the apiserver ("field is immutable"), the hook task fails, and HookSucceeded keeps the old
+// Job again: every later sync fails the same way. It returns after starting the second sync, with the time it
+// started.
 func ScenarioRealImmutableHook(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
 	t.Helper()
-	hook := RealHook{Name: "db-migrate", Hook: synccommon.HookTypePreSync, DeletePolicy: synccommon.HookDeletePolicyHookFailed,
-		Image: "busybox:1.36", Run: PodSucceeds}
+	hook := RealHook{Name: "db-migrate", Hook: synccommon.HookTypePreSync, DeletePolicy: synccommon.HookDeletePolicyHookSucceeded,
+		Image: "busybox:1.36", Run: PodFails}
 	app := NewRealHookApp(t, stack, "immutable-hook", ConfigMapData{}, hook)
 	app.Sync(t)
-	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
-		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationFailed {
+		t.Fatalf("testenv: the first sync of %s did not fail on its hook within 2m: %s", app.Name, DescribeOperation(got))
 	}
-	hook.Image = "busybox:1.37"
+	hook.Image, hook.Run = "busybox:1.37", PodSucceeds
 	app.Update(t, ConfigMapData{}, hook)
 	start := time.Now()
 	app.Sync(t)
