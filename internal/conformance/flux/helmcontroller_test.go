@@ -42,7 +42,7 @@ func TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease(t *testing.T) {
 	sc := stack.ScenarioRetriesExhausted(t, ns, repo, "cache", 2)
 	stalled := fluxreal.Condition(sc.Release, meta.StalledCondition)
 	row.Controller = fmt.Sprintf("install failed (%q), uninstall remediation, retried: Stalled=True %s %q, installFailures %d; no further attempt until reset",
-		fluxreal.Condition(sc.Release, meta.ReadyCondition).Message, stalled.Reason, stalled.Message, sc.Release.Status.InstallFailures)
+		firstLine(fluxreal.Condition(sc.Release, meta.ReadyCondition).Message), stalled.Reason, stalled.Message, sc.Release.Status.InstallFailures)
 	row.Syncmedic = "no finding"
 
 	var root slackPost
