@@ -218,3 +218,33 @@ func TestUpgradeInProgressIsNotAnIncident(t *testing.T) {
 	require.Empty(t, requestAnnotations(hr))
 	row.Syncmedic = "no finding"
 }
+
+// A dependent suspended while it waited for its dependency keeps its DependencyNotReady condition after the
+// dependency recovers: helm-controller does not reconcile a suspended release, so nothing re-checks it. That is the
+// user's pause, not a false condition to fix: syncmedic must neither announce nor request a reconciliation.
+func TestSuspendedDependentOfARecoveredDependencyIsNotAnIncident(t *testing.T) {
+	stack, ns, repo := setup(t)
+	t.Parallel()
+	row := &conformance.Row{Version: helmV1, Scenario: "near miss: suspended dependent after its dependency recovered"}
+	defer record(t, row)
+	d := startServe(t, stack, ns, autoPolicy, smallThresholds...)
+
+	sc := stack.ScenarioDependencyNotReady(t, ns, repo)
+	stack.PatchRelease(t, ns, sc.Dependent, map[string]any{"suspend": true})
+	suspended := stack.WaitFor(t, ns, sc.Dependent, 30*time.Second, "suspended and observed", func(hr *helmv2.HelmRelease) bool {
+		return hr.Spec.Suspend && hr.Status.ObservedGeneration == hr.Generation
+	})
+	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace)
+	resetByHand(t, stack, ns, sc.Dependency)
+	stack.WaitFor(t, ns, sc.Dependency, 90*time.Second, "Ready after the reset", fluxreal.IsReady)
+
+	require.Never(t, func() bool { return len(d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse))) > 0 },
+		quiet+5*time.Second, 500*time.Millisecond, "dependency-not-ready-false fired on a suspended release")
+	hr := stack.Get(t, ns, sc.Dependent)
+	require.True(t, fluxreal.HasReason(hr, meta.ReadyCondition, "False", helmv2.DependencyNotReadyReason),
+		"helm-controller does not re-check a suspended release: %s", fluxreal.Describe(hr))
+	require.Empty(t, requestAnnotations(hr))
+	row.Controller = fmt.Sprintf("dependent suspended while DependencyNotReady (observedGeneration bumped to %d); after the dependency turned Ready it keeps Ready=False %s: a suspended release is not reconciled",
+		suspended.Status.ObservedGeneration, fluxreal.Condition(hr, meta.ReadyCondition).Reason)
+	row.Syncmedic = "no finding"
+}
