@@ -69,11 +69,14 @@ func TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease(t *testing.T) {
 	require.True(t, ok, "syncmedic scan --kubeconfig reports the same finding")
 	out, code := d.run(t, "fix", f.Fingerprint, "--kubeconfig", d.kube, "--yes")
 	require.Equal(t, 0, code, out)
-	hr := stack.WaitFor(t, ns, "cache", 90*time.Second, "Ready after the reset", fluxreal.IsReady)
+	// helm-controller records the handled request in its last status patch, after Ready: wait for both.
+	hr := stack.WaitFor(t, ns, "cache", 90*time.Second, "Ready after the reset, with the request handled", func(hr *helmv2.HelmRelease) bool {
+		return fluxreal.IsReady(hr) && handled(hr)
+	})
 	ann := requestAnnotations(hr)
 	require.NotEmpty(t, ann[helmv2.ResetRequestAnnotation])
 	require.Equal(t, ann[meta.ReconcileRequestAnnotation], ann[helmv2.ResetRequestAnnotation], "like flux reconcile hr --reset")
-	require.True(t, handled(hr), "helm-controller handled the request: %s", fluxreal.Describe(hr))
+	require.Equal(t, ann[helmv2.ResetRequestAnnotation], hr.Status.LastHandledResetAt, "helm-controller handled the reset")
 	require.Eventually(t, func() bool {
 		for _, p := range d.slack.thread(root.TS) {
 			if strings.Contains(strings.ToLower(p.Text), "resolved") {
@@ -126,7 +129,7 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 		row.Syncmedic = "no finding (helm-controller's 30s requeue came before syncmedic's threshold)"
 		t.Skipf("helm-controller's own dependency requeue installed %s %s after its dependency turned Ready, before syncmedic acted: nothing to prove this run", sc.Dependent, followed)
 	}
-	require.True(t, handled(hr), "helm-controller handled syncmedic's request: %s", fluxreal.Describe(hr))
+	hr = stack.WaitFor(t, ns, sc.Dependent, 30*time.Second, "with syncmedic's request handled", handled)
 	roots := d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), sc.Dependent)
 	require.Len(t, roots, 1, "the finding behind the remedy is announced")
 	require.Contains(t, d.logs.String(), fmt.Sprintf("kind=HelmRelease namespace=%s name=%s reason=%s severity=info controller=helm-controller", ns, sc.Dependent, helmv2.DependencyNotReadyReason),

@@ -117,7 +117,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 	start := time.Now()
 	require.NoError(t, stack.StartHelmController(fluxreal.HelmControllerV1))
 	hr := stack.WaitFor(t, ns, "redis", 90*time.Second, "rewritten at the new generation", func(hr *helmv2.HelmRelease) bool {
-		return fluxreal.IsReady(hr) && len(hr.Status.History) > 0
+		return fluxreal.IsReady(hr) && len(hr.Status.History) > 0 && hr.Status.LastHandledReconcileAt != ""
 	})
 	took := time.Since(start).Round(time.Second)
 	require.Equal(t, requested, hr.Status.LastHandledReconcileAt, "helm-controller handled syncmedic's request")
