@@ -51,3 +51,16 @@ func TestNextThreshold(t *testing.T) {
 		})
 	}
 }
+
+func TestThresholdWarnings(t *testing.T) {
+	t.Run("the default DependencyNotReady threshold is well past helm-controller's re-check", func(t *testing.T) {
+		require.Empty(t, DefaultThresholds().Warnings())
+	})
+	t.Run("a threshold inside the re-check window is called out", func(t *testing.T) {
+		th := DefaultThresholds()
+		th.DependencyNotReady = 45 * time.Second
+		w := th.Warnings()
+		require.Len(t, w, 1)
+		require.Contains(t, w[0], "a dependency chain still starting up may be reported")
+	})
+}

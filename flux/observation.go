@@ -1,6 +1,7 @@
 package flux
 
 import (
+	"fmt"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -68,6 +69,19 @@ type Thresholds struct {
 	DependencyNotReady time.Duration
 	// ReleaseDeletion: a HelmRelease deleting, held by helm-controller's finalizer, for longer than this.
 	ReleaseDeletion time.Duration
+}
+
+// DependencyRequeue is helm-controller's default --requeue-dependency: how often a release waiting on a dependency
+// checks it again.
+const DependencyRequeue = 30 * time.Second
+
+// Warnings name thresholds that would report healthy states: a DependencyNotReady threshold within helm-controller's
+// own dependency re-check (plus a margin) reports a bootstrap chain that the controller is about to resolve.
+func (th Thresholds) Warnings() []string {
+	if th.DependencyNotReady < 2*DependencyRequeue {
+		return []string{fmt.Sprintf("the DependencyNotReady threshold %s is shorter than twice helm-controller's dependency re-check (%s by default): a dependency chain still starting up may be reported; use at least %s", th.DependencyNotReady, DependencyRequeue, 2*DependencyRequeue)}
+	}
+	return nil
 }
 
 // DefaultThresholds are the defaults the catalog documents.
