@@ -124,6 +124,14 @@ func (s *RemediationStage) consider(ctx context.Context, t *Tracker, id string, 
 		return
 	}
 	rl := *pol.For(f.Rule).RateLimit
+	if prev, ok := t.recurredAfter(inc, action, time.Duration(rl.Window)); ok {
+		// The same remedy already "worked" on this object and the condition came back (on Argo CD 2.14 a re-sync re-runs
+		// a ttlSecondsAfterFinished: 0 hook, which loses the same race): repeating it would loop. A person decides.
+		d = Decision{Mode: d.Mode, Reason: fmt.Sprintf("not repeated: %s was applied to this object at %s (incident %s) and the condition came back; the remedy does not fix the cause, so a person must look",
+			action, prev.At.UTC().Format(time.RFC3339), prev.incident)}
+		s.recordDryRun(ctx, t, inc, rem, d)
+		return
+	}
 	if last := lastReal(inc); last != nil {
 		if last.Permanent {
 			return // retrying cannot fix it; the failure is on the incident and in the thread
@@ -231,6 +239,34 @@ func (s *RemediationStage) release(keys ...string) {
 	for _, k := range keys {
 		delete(s.inflight, k)
 	}
+}
+
+// priorRemedy is a successful remedy of an earlier incident.
+type priorRemedy struct {
+	Attempt
+	incident string
+}
+
+// recurredAfter finds an earlier incident about the same finding (same fingerprint), resolved within window, whose
+// remedy action succeeded: the condition came back after the fix.
+func (t *Tracker) recurredAfter(inc Incident, action ActionID, window time.Duration) (priorRemedy, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Now()
+	var found priorRemedy
+	ok := false
+	for id, other := range t.incidents {
+		if id == inc.ID || other.Fingerprint != inc.Fingerprint || other.IsOpen() || other.ResolvedAt == nil ||
+			now.Sub(*other.ResolvedAt) > window {
+			continue
+		}
+		for _, a := range other.Attempts {
+			if a.Action == action && a.Result == ResultSucceeded && a.Changed && (!ok || a.At.After(found.At)) {
+				found, ok = priorRemedy{Attempt: a, incident: id}, true
+			}
+		}
+	}
+	return found, ok
 }
 
 // lastReal returns the latest attempt that was not a dry-run.

@@ -243,3 +243,37 @@ func TestOneRemedyRunsAtATimePerObjectAndPerApplication(t *testing.T) {
 	s.release(remedyKeys("hook-finalizer-1", hook)...)
 	require.True(t, s.claim(remedyKeys("hook-completion-1", hook)...), "once the first remedy ended the second may run")
 }
+
+func TestARemedyThatDidNotFixTheCauseIsNotRepeatedWhenTheConditionComesBack(t *testing.T) {
+	ctx := context.Background()
+	r := newRemediationRig(t, autoPolicy)
+	f := hookFinding("shop", "migrate")
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ := r.rem.calls()
+	require.Equal(t, 1, real, "the first time, the remedy is applied")
+	for range 3 { // resolveAfter: the fix seemed to work
+		r.clock.Advance(time.Minute)
+		r.tr.Observe(ctx, "s", nil)
+	}
+	require.Equal(t, StateResolved, r.evs.last().Incident.State)
+
+	r.clock.Advance(2 * time.Minute) // past the backoff, well inside the rate-limit window
+	r.tr.Observe(ctx, "s", []Finding{f})
+	real, _ = r.rem.calls()
+	require.Equal(t, 1, real, "the same remedy is not applied again to the same condition")
+	last := r.evs.last()
+	require.Equal(t, ResultDryRun, last.Attempt.Result)
+	require.Contains(t, last.Attempt.Reason, "the condition came back")
+	require.Contains(t, last.Attempt.Reason, "a person must look")
+
+	t.Run("after the rate-limit window it may act again", func(t *testing.T) {
+		for range 3 {
+			r.clock.Advance(time.Minute)
+			r.tr.Observe(ctx, "s", nil)
+		}
+		r.clock.Advance(2 * time.Hour)
+		r.tr.Observe(ctx, "s", []Finding{f})
+		real, _ := r.rem.calls()
+		require.Equal(t, 2, real)
+	})
+}

@@ -3,6 +3,7 @@ package argocd
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -157,15 +158,19 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 	if obs.StateSince.After(lastChange) {
 		lastChange = obs.StateSince
 	}
-	var out []syncmedic.Finding
-	for _, ref := range waitingHooks(op) {
-		var live *unstructured.Unstructured
-		for _, h := range obs.Hooks {
-			if ref.matches(h) {
-				live = h
-				break
+	waiting := waitingHooks(op)
+	// While another hook the operation waits on is still running, the operation is progressing, and terminating it
+	// would kill that hook (a migration, partway): seen on v2.14.21 with a TTL-deleted fast hook beside a slow one.
+	for _, ref := range waiting {
+		if live := liveHook(obs, ref); live != nil && live.GetDeletionTimestamp() == nil {
+			if done, _ := hookFinished(live); !done {
+				return nil
 			}
 		}
+	}
+	var out []syncmedic.Finding
+	for _, ref := range waiting {
+		live := liveHook(obs, ref)
 		var why, state string
 		since := lastChange
 		if live == nil {
@@ -219,28 +224,54 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 	}
 	var out []syncmedic.Finding
 	for _, h := range obs.Hooks {
-		idx := finalizerIndex(h, HookFinalizer)
-		if idx < 0 && h.GetDeletionTimestamp() == nil {
+		if !IsHook(h) {
 			continue
 		}
 		msg, ok := messages[hookRef{Group: h.GroupVersionKind().Group, Kind: h.GetKind(), Name: h.GetName()}]
 		if !ok {
-			msg, ok = messages[hookRef{}] // the operation message did not name the resource
+			msg, ok = messages[hookRef{}] // an operation message that names no resource at all
 		}
 		if !ok {
 			continue
 		}
+		idx := finalizerIndex(h, HookFinalizer)
+		deleting := h.GetDeletionTimestamp() != nil
+		if idx < 0 && !deleting && deletesBeforeCreation(h) {
+			continue // Argo CD deletes it before creating the new one: it is not what blocks the sync
+		}
+		why := "because the old hook still exists"
+		switch {
+		case idx >= 0:
+			why += ", held by Argo CD's hook finalizer"
+		case deleting:
+			why += ", stuck deleting"
+		default:
+			why += ", kept by its delete policy (HookSucceeded keeps a hook that failed)"
+		}
 		f := syncmedic.NewFinding(syncmedic.RuleHookImmutable, hookObjectRef(obs, h),
-			fmt.Sprintf("Sync of %s failed: %s %s/%s cannot be replaced (field is immutable) because the old hook still exists", appName(obs), h.GetKind(), h.GetNamespace(), h.GetName()))
+			fmt.Sprintf("Sync of %s failed: %s %s/%s cannot be replaced (field is immutable) %s", appName(obs), h.GetKind(), h.GetNamespace(), h.GetName(), why))
 		if op.FinishedAt != nil {
 			f.Since = op.FinishedAt.Time
 		}
 		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "error", Value: msg})
 		f.Evidence = append(f.Evidence, hookEvidence(h)...)
-		if idx >= 0 {
+		switch {
+		case idx >= 0:
 			f.Remedy = removeFinalizerRemedy(obs, h, idx, true)
-		} else {
-			f.Remedy = resyncRemedy(obs, "The old hook is being deleted; once it is gone, sync again.")
+		case deleting:
+			f.Remedy = resyncRemedy(obs, "The old hook is being deleted; once it is gone, sync again. The new sync runs every hook of the application again.")
+		default:
+			// Every sync fails the same way until the old object goes: delete it through Argo CD, then sync.
+			del := fmt.Sprintf("argocd app delete-resource %s --kind %s --resource-name %s --namespace %s", cliAppName(obs), h.GetKind(), h.GetName(), h.GetNamespace())
+			if g := h.GroupVersionKind().Group; g != "" {
+				del += " --group " + g
+			}
+			p := map[string]string{}
+			syncParams(obs, p)
+			f.Remedy = syncmedic.Remedy{
+				Description: "The old hook object stays because its delete policy keeps it (HookSucceeded keeps a failed hook; add BeforeHookCreation to the policy), and every sync fails until it goes: delete it through Argo CD, then sync again (the hooks run again).",
+				Commands:    []string{del, syncCommand(obs, p)},
+			}
 		}
 		f.Links = appLinks(obs)
 		out = append(out, f)
@@ -276,6 +307,16 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	}
 	f.Links = appLinks(obs)
 	return []syncmedic.Finding{f}
+}
+
+// liveHook returns the observed live object of ref, or nil.
+func liveHook(obs AppObservation, ref hookRef) *unstructured.Unstructured {
+	for _, h := range obs.Hooks {
+		if ref.matches(h) {
+			return h
+		}
+	}
+	return nil
 }
 
 // waitingHooks returns the hooks an operation waits for: results with a hook phase still Running or Pending, and the
@@ -314,10 +355,38 @@ func immutableMessages(op *v1alpha1.OperationState) map[hookRef]string {
 		}
 	}
 	if strings.Contains(op.Message, "field is immutable") {
-		out[hookRef{}] = op.Message
+		// The apiserver's error names the object: `Job.batch "migrate" is invalid`. Only a message that names
+		// nothing, beside no resource result that does, stands for any hook.
+		named := false
+		for _, m := range invalidObjectRe.FindAllStringSubmatch(op.Message, -1) {
+			out[hookRef{Group: m[2], Kind: m[1], Name: m[3]}] = op.Message
+			named = true
+		}
+		if !named && len(out) == 0 {
+			out[hookRef{}] = op.Message
+		}
 	}
 	return out
 }
+
+// deletesBeforeCreation reports whether a hook's delete policy has Argo CD delete the old object before creating the
+// new one: BeforeHookCreation (Helm's before-hook-creation), or no policy at all (Argo CD's default).
+func deletesBeforeCreation(h *unstructured.Unstructured) bool {
+	a := h.GetAnnotations()
+	p, ok := a["argocd.argoproj.io/hook-delete-policy"]
+	if !ok {
+		hp, hok := a["helm.sh/hook-delete-policy"]
+		if !hok {
+			return true
+		}
+		return strings.Contains(hp, "before-hook-creation")
+	}
+	return strings.Contains(p, "BeforeHookCreation")
+}
+
+// invalidObjectRe matches how the apiserver names an invalid object: `Job.batch "migrate" is invalid`, `ConfigMap
+// "x" is invalid` (kind, group, name).
+var invalidObjectRe = regexp.MustCompile(`\b([A-Z][A-Za-z0-9]*)(?:\.([a-z0-9.-]+))? "([^"]+)" is invalid`)
 
 func appName(obs AppObservation) string {
 	if obs.App.Namespace != "" {

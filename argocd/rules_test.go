@@ -197,6 +197,20 @@ func TestEvaluate(t *testing.T) {
 			},
 		},
 		{
+			name: "a TTL-deleted hook is not a missed completion while another hook of the wave still runs (terminating would kill it)",
+			obs: func(t *testing.T) AppObservation {
+				op := runningOp(time.Hour, waiting, "")
+				op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+				}}
+				slow := hookJob(t, nil, nil, false)
+				slow.SetName("slow-migrate")
+				return AppObservation{App: app(op), HooksKnown: true, StateSince: now.Add(-10 * time.Minute), ServerVersion: "v2.14.21",
+					Hooks: []*unstructured.Unstructured{slow}}
+			},
+		},
+		{
 			name: "a hook missing from the resource tree right after the operation moved on is not a missed completion yet",
 			obs: func(t *testing.T) AppObservation {
 				return AppObservation{App: app(runningOp(time.Hour, waiting, "")), HooksKnown: true, StateSince: now.Add(-10 * time.Second)}
@@ -283,6 +297,28 @@ func TestEvaluate(t *testing.T) {
 			obs: func(t *testing.T) AppObservation {
 				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{hookJob(t, nil, nil, true)}}
 			},
+		},
+		{
+			name: "a failed hook kept by HookSucceeded blocks every later sync with field is immutable: delete it through Argo CD",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, nil, nil, false)
+				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Contains(t, fs[0].Summary, "kept by its delete policy")
+				require.Equal(t, syncmedic.ActionNone, fs[0].Remedy.Action)
+				require.Equal(t, "argocd app delete-resource argocd/shop --kind Job --resource-name migrate --namespace shop --group batch", fs[0].Remedy.Commands[0])
+			},
+		},
+		{
+			name: "field is immutable on a ConfigMap is not blamed on a hook Job held by the finalizer",
+			obs: func(t *testing.T) AppObservation {
+				op := failedOp(`one or more objects failed to apply, reason: ConfigMap "settings" is invalid: data: Forbidden: field is immutable when immutable is set`)
+				return AppObservation{App: app(op), HooksKnown: true, Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, nil, true)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
 		},
 		{
 			name: "an operation running with no change past the threshold is stuck",
