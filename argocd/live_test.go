@@ -164,3 +164,16 @@ func TestDialNeverPrintsTheToken(t *testing.T) {
 		require.ErrorContains(t, err, "is empty")
 	})
 }
+
+func TestThresholdWarnings(t *testing.T) {
+	t.Run("the default hook-completion threshold leaves the controller time to notice a finished hook", func(t *testing.T) {
+		require.Empty(t, DefaultThresholds().Warnings())
+	})
+	t.Run("a threshold of a few seconds is called out: a remedy could abort a healthy sync", func(t *testing.T) {
+		th := DefaultThresholds()
+		th.HookCompletion = 5 * time.Second
+		w := th.Warnings()
+		require.Len(t, w, 1)
+		require.Contains(t, w[0], "would then abort a healthy sync")
+	})
+}

@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
@@ -42,6 +43,18 @@ type Thresholds struct {
 	// HookDeletion: an operation waiting for the deletion of an old hook that is not being deleted (or that another
 	// controller's finalizer holds) for longer than this.
 	HookDeletion time.Duration
+}
+
+// MinSafeHookCompletion is the shortest hook-completion threshold that gives Argo CD's controller time to notice a
+// finished hook: v3.6.1 was seen noticing one more than 5 s late, and a remedy then terminated a healthy sync.
+const MinSafeHookCompletion = 30 * time.Second
+
+// Warnings name thresholds that risk acting on healthy syncs.
+func (th Thresholds) Warnings() []string {
+	if th.HookCompletion < MinSafeHookCompletion {
+		return []string{fmt.Sprintf("the hook-completion threshold %s is shorter than %s: Argo CD's controller can take longer than that to notice a finished hook, and terminate-and-resync would then abort a healthy sync", th.HookCompletion, MinSafeHookCompletion)}
+	}
+	return nil
 }
 
 // DefaultThresholds are the defaults the catalog documents.

@@ -152,7 +152,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, o *serveOptions) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	applyPolicyThresholds(&o.thresholds, policy.Get())
-	for _, w := range o.thresholds.Flux.Warnings() {
+	for _, w := range append(o.thresholds.ArgoCD.Warnings(), o.thresholds.Flux.Warnings()...) {
 		log.Warn(w)
 	}
 	d, err := newDaemon(ctx, o, cfg, kube, policy, log)

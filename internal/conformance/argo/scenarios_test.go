@@ -27,11 +27,13 @@ const (
 )
 
 // autoPolicy acts on the hook rules after a few seconds (re-running hooks allowed where the remedy re-syncs);
-// operation-stuck keeps its default threshold (30 min): a hook that runs is not stuck.
+// operation-stuck keeps its default threshold (30 min): a hook that runs is not stuck. hook-completion-missed, which
+// may terminate, waits 30 s after a hook finished: v3.6.1's controller was seen noticing a finished hook more than 5 s
+// late, and a shorter threshold then terminated a healthy sync.
 const autoPolicy = `resolveAfter: 1
 rules:
   argocd/hook-finalizer-stuck: {mode: auto, threshold: 3s}
-  argocd/hook-completion-missed: {mode: auto, threshold: 5s, rerunHooks: true}
+  argocd/hook-completion-missed: {mode: auto, threshold: 30s, rerunHooks: true}
   argocd/hook-immutable: {mode: auto, rerunHooks: true}
 `
 
@@ -141,18 +143,20 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 			srv := startServe(t, app, autoPolicy)
 			root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin)
 			r.Syncmedic = "argocd/hook-completion-missed announced"
-			// Three terminate-and-resync actions at most (the default rate limit), seconds apart: a minute tells.
-			after, ok := app.WaitApp(t, time.Minute, func(app *v1alpha1.Application) bool {
-				return testenv.OperationCompleted(app) && phase(app) == synccommon.OperationSucceeded
+			// The re-sync runs the TTL-0 hook again, which may lose the same race (on v2.14.21 it always does).
+			// syncmedic applies the remedy once; when the condition comes back it proposes it to a person instead of
+			// looping.
+			notRepeated := func() bool { return strings.Contains(srv.summary(), "not repeated") }
+			after, ok := app.WaitApp(t, remedyWithin, func(app *v1alpha1.Application) bool {
+				return (testenv.OperationCompleted(app) && phase(app) == synccommon.OperationSucceeded) || notRepeated()
 			})
 			incidents := len(srv.roots())
-			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced; first thread: %s; %d incidents opened in a minute; operation then %s",
+			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced; first thread: %s; %d incident(s); operation then %s",
 				thread(srv, root), incidents, testenv.DescribeOperation(after))
-			if !ok {
-				// Observed on v2.14.21: the re-sync runs the hook again, the hook loses the same race, and the
-				// operation waits again; each re-sync resolves the incident and opens a new one.
-				t.Skipf("known gap (reported to the lead, issue 13 item 3): terminate-and-resync re-runs the TTL-0 hook, which "+
-					"loses the same race; %d incidents, operation %s", incidents, testenv.DescribeOperation(after))
+			require.True(t, ok, "the remedy either finished the sync or stopped repeating itself: %s", srv.summary())
+			if notRepeated() {
+				r.Syncmedic += "; the re-sync lost the same race, and the remedy was not repeated: proposed to a person"
+				require.LessOrEqual(t, incidents, 2, "one remedy, then a proposal, never a loop: %s", srv.summary())
 			}
 		})
 	}
@@ -211,14 +215,14 @@ func TestSlowAndFastHookWaveIsNotStuckOnV3(t *testing.T) {
 }
 
 // The same wave on v2.14.21, which has no hook finalizer: the TTL controller deletes the fast Job before the
-// controller sees it finish, so the sync can never finish, even after the slow hook exits (the fast-Job race). It
-// is reported as argocd/hook-completion-missed (notify only here: an automatic terminate would also delete the
-// slow hook while it runs).
+// controller sees it finish, so the sync can never finish, even after the slow hook exits (the fast-Job race).
+// Nothing is reported while the slow hook runs — terminating then would kill it (a migration, partway) — and
+// argocd/hook-completion-missed is reported once it has exited.
 func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)
 	version := testenv.ArgoCDV2
-	t.Run("on "+version+" a TTL-deleted hook beside a slow one leaves the sync waiting forever, and it is reported", func(t *testing.T) {
+	t.Run("on "+version+" a TTL-deleted hook beside a slow one is reported only once the slow one has exited", func(t *testing.T) {
 		t.Parallel()
 		r := row(version, "slow hook beside a TTL-deleted fast hook in one wave")
 		stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
@@ -228,9 +232,9 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 		r.Controller = fmt.Sprintf("while the slow hook runs: operation %s; fast Job %s", testenv.DescribeOperation(app.Get(t)), fastDesc)
 
 		srv := startServe(t, app, notifyPolicy)
-		root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin)
-		_, slowDesc := app.JobState(t, "slow")
-		r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced (notify) while the slow hook Job was %s: %s", slowDesc, root.Text)
+		require.False(t, waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 }),
+			"nothing is reported while the slow hook still runs: %s", srv.summary())
+		r.Syncmedic = fmt.Sprintf("no finding while the slow hook runs (%s watched)", nearMissWindow)
 
 		app.Release(t, "slow")
 		require.True(t, app.WaitJob(t, "slow", controllerWindow, func(j *batchv1.Job) bool {
@@ -241,6 +245,8 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 		r.Controller += fmt.Sprintf("; %s after the slow hook exits: %s", controllerWindow, testenv.DescribeOperation(after))
 		require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(after))
 		require.Contains(t, after.Status.OperationState.Message, "fast")
+		root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin)
+		r.Syncmedic += "; then argocd/hook-completion-missed announced (notify): " + root.Text
 	})
 }
 
