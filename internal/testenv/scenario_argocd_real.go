@@ -228,6 +228,19 @@ func (a *RealHookApp) Sync(t testing.TB) {
 	}
 }
 
+// DeleteJob deletes one of the app's Jobs through argocd-server's ApplicationService (what `argocd app
+// delete-resource APP --kind Job --group batch --resource-name NAME --namespace NS` does).
+func (a *RealHookApp) DeleteJob(t testing.TB, name string) {
+	t.Helper()
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	group, version, kind := "batch", "v1", "Job"
+	if _, err := apps.DeleteResource(context.Background(), &applicationpkg.ApplicationResourceDeleteRequest{
+		Name: &a.Name, AppNamespace: &a.Stack.Namespace, Namespace: &a.Namespace, ResourceName: &name,
+		Group: &group, Version: &version, Kind: &kind}); err != nil {
+		t.Fatalf("testenv: deleting Job %s/%s through Argo CD: %v", a.Namespace, name, err)
+	}
+}
+
 // Terminate asks argocd-server to terminate the running operation (what `argocd app terminate-op` does).
 func (a *RealHookApp) Terminate(t testing.TB) {
 	t.Helper()

@@ -340,7 +340,8 @@ func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 
 // A named hook Job whose failed run is kept (hook-delete-policy HookSucceeded), then fixed in git with a new Pod
 // template: every sync's apply over the old Job is refused ("field is immutable"), and the policy keeps the old Job.
-// syncmedic announces argocd/hook-immutable; whether its remedy gets the real controller past it is recorded.
+// syncmedic announces argocd/hook-immutable and proposes deleting the old hook through Argo CD; doing so and syncing
+// gets the real controller past it.
 func TestImmutableHookTemplateChange(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)
@@ -360,24 +361,22 @@ func TestImmutableHookTemplateChange(t *testing.T) {
 			require.True(t, strings.HasPrefix(jobDesc, "Failed"), "the failed hook Job is kept: %s", jobDesc)
 
 			srv := startServe(t, app, autoPolicy)
-			var root slackMessage
-			if !waitFor(announceWithin, func() bool {
-				var found bool
-				root, found = srv.rootWithRule(string(syncmedic.RuleHookImmutable))
-				return found
-			}) {
-				r.Syncmedic = fmt.Sprintf("MISSED: no argocd/hook-immutable within %s (Slack: %s)", announceWithin, srv.summary())
-				// The rule only looks at an old hook that holds the hook finalizer or is deleting (argo-cd #22142);
-				// a failed hook Job kept by HookSucceeded is neither, yet blocks every sync.
-				t.Skipf("known gap (reported to the lead): argocd/hook-immutable does not cover a failed hook kept by "+
-					"hook-delete-policy HookSucceeded; the real controller fails every sync: %s", testenv.DescribeOperation(got))
-			}
-			after, ok := app.WaitApp(t, remedyWithin, func(app *v1alpha1.Application) bool {
-				return testenv.OperationCompleted(app) && phase(app) == synccommon.OperationSucceeded
-			})
-			r.Syncmedic = fmt.Sprintf("argocd/hook-immutable announced; thread: %s; operation then %s", thread(srv, root),
-				testenv.DescribeOperation(after))
-			require.True(t, ok, "the remedy gets the real controller to sync the new template: %s\nSlack: %s",
+			root := announced(t, srv, syncmedic.RuleHookImmutable, announceWithin)
+			require.Contains(t, root.Text, "kept by its delete policy")
+			r.Syncmedic = "argocd/hook-immutable announced, naming the delete policy that keeps the old hook; remedy proposed (argocd app delete-resource, then sync), not applied"
+			require.False(t, waitFor(nearMissWindow, func() bool {
+				cur := app.Get(t)
+				return cur.Status.OperationState != nil && cur.Status.OperationState.StartedAt.After(got.Status.OperationState.StartedAt.Time)
+			}), "nothing is done unattended (no new sync): deleting a hook object is a person's call")
+
+			// The person runs the proposed command through Argo CD, then syncs: the real controller gets past it.
+			app.DeleteJob(t, "db-migrate")
+			require.True(t, app.WaitJob(t, "db-migrate", controllerWindow, func(j *batchv1.Job) bool { return j == nil }), "the old hook is gone")
+			again := time.Now()
+			app.Sync(t)
+			after, ok := app.WaitApp(t, remedyWithin, completedSince(again))
+			r.Syncmedic += fmt.Sprintf("; after the proposed delete-resource and a sync: %s", testenv.DescribeOperation(after))
+			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the proposed fix gets the real controller past it: %s\nSlack: %s",
 				testenv.DescribeOperation(after), srv.summary())
 		})
 	}
