@@ -67,18 +67,25 @@ type cmpLintOptions struct {
 func newCMPLintCommand() *cobra.Command {
 	o := &cmpLintOptions{}
 	cmd := &cobra.Command{
-		Use:   "lint DIR",
+		Use:   "lint [DIR]",
 		Short: "Render an app directory the way the plugin does and list its hazards; exit 1 if any is left",
-		Example: `  syncmedic cmp lint ./deploy/my-app
+		Example: `  syncmedic cmp lint              # the current directory
+  syncmedic cmp lint ./deploy/my-app
   syncmedic cmp lint charts/kyverno --app-name kyverno --namespace kyverno --values-file values-prod.yaml`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runCMPLint(cmd, args[0], o) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runCMPLint(cmd, dir, o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.appName, "app-name", "", "app name, the Helm release name (default: the directory's name)")
@@ -97,6 +104,12 @@ func runCMPLint(cmd *cobra.Command, dir string, o *cmpLintOptions) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = fmt.Errorf("%s is not a directory: give the app's directory", dir)
+		}
+		return &exitError{code: exitUsage, err: err} // the user's input, not a failed action
 	}
 	if o.appName == "" {
 		o.appName = filepath.Base(abs)

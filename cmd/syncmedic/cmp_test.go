@@ -23,6 +23,7 @@ func TestCMPLint(t *testing.T) {
 		{"helm values come from flags", []string{"cmp", "lint", filepath.Join(apps, "helm-clean"), "--app-name", "shop", "--set", "image=nginx:1.28"}, exitOK,
 			[]string{"Helm, 2 document(s)"}},
 		{"an unknown fix is a usage error", []string{"cmp", "lint", filepath.Join(apps, "helm-clean"), "--fix", "everything"}, exitUsage, nil},
+		{"a directory that does not exist is a usage error, not a failed action", []string{"cmp", "lint", filepath.Join(apps, "no-such-app")}, exitUsage, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,6 +34,13 @@ func TestCMPLint(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCMPLintWithoutAnArgumentLintsTheCurrentDirectory(t *testing.T) {
+	t.Chdir(filepath.Join("..", "..", "argocd", "cmp", "testdata", "apps", "kustomize-clean"))
+	code, out, errOut := runCLI(t, "cmp", "lint")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, ".: Kustomize, 2 document(s)")
 }
 
 func TestCMPGenerateReadsTheWorkingDirectoryAndEnvironment(t *testing.T) {
