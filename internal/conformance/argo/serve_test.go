@@ -1,7 +1,6 @@
 package argo
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slack-go/slack/slacktest"
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
 func TestMain(m *testing.M) {
@@ -54,66 +53,18 @@ func syncmedicBinary(t *testing.T) string {
 }
 
 // slackMessage is one chat.postMessage or chat.update the Slack test server accepted.
-type slackMessage struct {
-	Method, TS, ThreadTS, Text, Blocks string
-}
+type slackMessage = slackrec.Message
 
-// fakeSlack is slack-go's slacktest server answering chat.postMessage and chat.update, recording each message.
-type fakeSlack struct {
-	*slacktest.Server
-	mu       sync.Mutex
-	messages []slackMessage
-	seq      int
-}
+// fakeSlack is the recording Slack test server, with this package's ways of reading it.
+type fakeSlack struct{ *slackrec.Server }
 
-func newFakeSlack(t *testing.T) *fakeSlack {
-	t.Helper()
-	f := &fakeSlack{}
-	f.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
-		c.Handle("/chat.postMessage", f.handle("chat.postMessage"))
-		c.Handle("/chat.update", f.handle("chat.update"))
-	})
-	f.Start()
-	t.Cleanup(f.Stop)
-	return f
-}
-
-func (f *fakeSlack) handle(method string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		m := slackMessage{Method: method, TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"),
-			Text: r.Form.Get("text"), Blocks: r.Form.Get("blocks")}
-		if method == "chat.postMessage" {
-			f.seq++
-			m.TS = fmt.Sprintf("1710072000.%06d", f.seq)
-		}
-		f.messages = append(f.messages, m)
-		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0INCIDENT", "ts": m.TS})
-	}
-}
+func newFakeSlack(t *testing.T) *fakeSlack { return &fakeSlack{slackrec.New(t)} }
 
 // all returns every message received, in order.
-func (f *fakeSlack) all() []slackMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]slackMessage(nil), f.messages...)
-}
+func (f *fakeSlack) all() []slackMessage { return f.All() }
 
 // roots returns the root messages (new incidents).
-func (f *fakeSlack) roots() []slackMessage {
-	var out []slackMessage
-	for _, m := range f.all() {
-		if m.Method == "chat.postMessage" && m.ThreadTS == "" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (f *fakeSlack) roots() []slackMessage { return f.Roots() }
 
 // rootWithRule returns the first root message naming rule, if any.
 func (f *fakeSlack) rootWithRule(rule string) (slackMessage, bool) {
@@ -137,22 +88,7 @@ func (f *fakeSlack) replies(ts string) []string {
 }
 
 // summary lists what Slack received, one line per message, for conformance rows and failure messages.
-func (f *fakeSlack) summary() string {
-	var lines []string
-	for _, m := range f.all() {
-		kind := "root"
-		if m.ThreadTS != "" {
-			kind = "reply"
-		} else if m.Method == "chat.update" {
-			kind = "update"
-		}
-		lines = append(lines, kind+": "+m.Text)
-	}
-	if len(lines) == 0 {
-		return "nothing"
-	}
-	return strings.Join(lines, "\n")
-}
+func (f *fakeSlack) summary() string { return f.Summary() }
 
 // serveDaemon is one `syncmedic serve` process watching one app of a stack.
 type serveDaemon struct {

@@ -2,7 +2,6 @@ package flux_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slack-go/slack/slacktest"
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxnc"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -68,89 +67,20 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // slackPost is one chat.postMessage or chat.update the Slack test server accepted.
-type slackPost struct {
-	Method, TS, ThreadTS, Text, Blocks string
-}
+type slackPost = slackrec.Message
 
-// fakeSlack is slack-go's slacktest server answering chat.postMessage and chat.update as Slack does (a distinct ts
-// per post) and recording every call.
-type fakeSlack struct {
-	*slacktest.Server
-	mu    sync.Mutex
-	posts []slackPost
-	seq   int
-}
+// fakeSlack is the recording Slack test server, with this package's ways of reading it.
+type fakeSlack struct{ *slackrec.Server }
 
-func newFakeSlack(t *testing.T) *fakeSlack {
-	t.Helper()
-	f := &fakeSlack{}
-	f.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
-		c.Handle("/chat.postMessage", f.handle("chat.postMessage"))
-		c.Handle("/chat.update", f.handle("chat.update"))
-	})
-	f.Start()
-	t.Cleanup(f.Stop)
-	return f
-}
-
-func (f *fakeSlack) handle(method string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		p := slackPost{Method: method, TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"), Blocks: r.Form.Get("blocks")}
-		if method == "chat.postMessage" {
-			f.seq++
-			p.TS = fmt.Sprintf("1710072000.%06d", f.seq)
-		}
-		f.posts = append(f.posts, p)
-		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0INCIDENT", "ts": p.TS, "text": p.Text})
-	}
-}
+func newFakeSlack(t *testing.T) *fakeSlack { return &fakeSlack{slackrec.New(t)} }
 
 // roots returns the root messages (new incidents) whose text or blocks contain every one of subs.
-func (f *fakeSlack) roots(subs ...string) []slackPost {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []slackPost
-	for _, p := range f.posts {
-		if p.Method == "chat.postMessage" && p.ThreadTS == "" && containsAll(p.Text+p.Blocks, subs) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (f *fakeSlack) roots(subs ...string) []slackPost { return f.Roots(subs...) }
 
 // thread returns the replies to ts and the updates of ts, in order.
-func (f *fakeSlack) thread(ts string) []slackPost {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []slackPost
-	for _, p := range f.posts {
-		if p.ThreadTS == ts || (p.Method == "chat.update" && p.TS == ts) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (f *fakeSlack) thread(ts string) []slackPost { return f.Thread(ts) }
 
-func (f *fakeSlack) all() []slackPost {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]slackPost(nil), f.posts...)
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
-}
+func (f *fakeSlack) all() []slackPost { return f.All() }
 
 // daemon is one `syncmedic serve` process watching one namespace of a fluxreal stack, receiving its
 // notification-controller's signed events, announcing on a Slack test server.
@@ -284,4 +214,13 @@ func tailString(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,115 @@
+// Package slackrec is a Slack Web API test server for end-to-end tests: slack-go's slacktest answering
+// chat.postMessage and chat.update as Slack does (a distinct ts per post) and recording every call in order.
+package slackrec
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/slack-go/slack/slacktest"
+)
+
+// Message is one chat.postMessage or chat.update the server accepted.
+type Message struct {
+	Method, TS, ThreadTS, Text, Blocks string
+}
+
+// Server is a running recording Slack test server; give a notifier its URL() as the Slack API URL.
+type Server struct {
+	*slacktest.Server
+	mu       sync.Mutex
+	messages []Message
+	seq      int
+}
+
+// New starts a server that stops when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{}
+	s.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
+		c.Handle("/chat.postMessage", s.handle("chat.postMessage"))
+		c.Handle("/chat.update", s.handle("chat.update"))
+	})
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) handle(method string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m := Message{Method: method, TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
+			Blocks: r.Form.Get("blocks")}
+		if method == "chat.postMessage" {
+			s.seq++
+			m.TS = fmt.Sprintf("1710072000.%06d", s.seq)
+		}
+		s.messages = append(s.messages, m)
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0INCIDENT", "ts": m.TS, "text": m.Text})
+	}
+}
+
+// All returns every message received, in order.
+func (s *Server) All() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.messages...)
+}
+
+// Roots returns the root messages (new incidents) whose text or blocks contain every one of subs.
+func (s *Server) Roots(subs ...string) []Message {
+	var out []Message
+	for _, m := range s.All() {
+		if m.Method == "chat.postMessage" && m.ThreadTS == "" && containsAll(m.Text+m.Blocks, subs) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Thread returns the replies to ts and the updates of ts, in order.
+func (s *Server) Thread(ts string) []Message {
+	var out []Message
+	for _, m := range s.All() {
+		if m.ThreadTS == ts || (m.Method == "chat.update" && m.TS == ts) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Summary lists what the server received, one line per message ("root: …", "reply: …", "update: …").
+func (s *Server) Summary() string {
+	var lines []string
+	for _, m := range s.All() {
+		kind := "root"
+		if m.ThreadTS != "" {
+			kind = "reply"
+		} else if m.Method == "chat.update" {
+			kind = "update"
+		}
+		lines = append(lines, kind+": "+m.Text)
+	}
+	if len(lines) == 0 {
+		return "nothing"
+	}
+	return strings.Join(lines, "\n")
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
