@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -276,4 +277,42 @@ func TestARemedyThatDidNotFixTheCauseIsNotRepeatedWhenTheConditionComesBack(t *t
 		real, _ := r.rem.calls()
 		require.Equal(t, 2, real)
 	})
+}
+
+// blockingRemedier holds its real calls until released, as a slow terminate-and-resync does.
+type blockingRemedier struct{ release chan struct{} }
+
+func (b *blockingRemedier) Remediate(_ context.Context, f Finding, dryRun bool) (Outcome, error) {
+	if !dryRun {
+		<-b.release
+	}
+	return Outcome{Action: f.Remedy.Action, Changed: !dryRun, DryRun: dryRun}, nil
+}
+
+func TestAnIncidentResolvedByItsOwnRemedySaysSucceededBeforeResolved(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := LoadPolicy([]byte(autoPolicy + "resolveAfter: 1\n"))
+	require.NoError(t, err)
+	rem := &blockingRemedier{release: make(chan struct{})}
+	evs, c := &events{}, newClock()
+	stage := NewRemediationStage(RemediationOptions{Remediers: Remediers{ActionRemoveHookFinalizer: rem},
+		Limiter: NewRateLimiter(c.Now), Workers: 1})
+	go stage.Run(ctx)
+	tr := newTestTracker(t, TrackerOptions{Publisher: evs, Now: c.Now, Remediation: stage, Policy: func() *Policy { return p },
+		Leader: func() bool { return true }})
+
+	tr.Observe(ctx, "s", []Finding{hookFinding("shop", "migrate")})
+	require.Eventually(t, func() bool { return slices.Contains(evs.kinds(), EventRemediating) }, 5*time.Second, 5*time.Millisecond)
+	// The remedy's own effect makes the rule stop matching while the remedy still runs.
+	c.Advance(time.Second)
+	tr.Observe(ctx, "s", nil)
+	require.NotContains(t, evs.kinds(), EventResolved, "not resolved while its remedy has not recorded a result")
+
+	close(rem.release)
+	require.Eventually(t, func() bool { return slices.Contains(evs.kinds(), EventRemediated) }, 5*time.Second, 5*time.Millisecond)
+	c.Advance(time.Second)
+	tr.Observe(ctx, "s", nil)
+	require.Equal(t, []EventKind{EventOpened, EventRemediating, EventRemediated, EventResolved}, evs.kinds(),
+		"the thread says the remedy succeeded, then that the incident resolved")
 }

@@ -175,7 +175,7 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 		}
 		inc.Misses++
 		dirty = true
-		if inc.Misses >= pol.ResolveAfter {
+		if inc.Misses >= pol.ResolveAfter && !remedyInFlight(inc, now) {
 			at := now
 			inc.State, inc.ResolvedAt, inc.UpdatedAt = StateResolved, &at, now
 			delete(t.open, fp)
@@ -190,6 +190,18 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 		}
 	}
 	return events, matched, dirty
+}
+
+// inFlightGrace bounds how long a started remedy holds off the resolution of its incident (a remedy cut off by a
+// crash never records its result).
+const inFlightGrace = 10 * time.Minute
+
+// remedyInFlight reports whether the incident's remedy has started and not yet recorded its result: the condition
+// often stops matching because of the remedy itself (a terminated operation), and the thread must say the remedy
+// succeeded before it says the incident resolved. The next evaluation after the result resolves it.
+func remedyInFlight(inc *Incident, now time.Time) bool {
+	last := inc.LastAttempt()
+	return last != nil && last.Result == ResultStarted && now.Sub(last.At) < inFlightGrace
 }
 
 // newID returns an incident ID not used yet (a finding may come back within the second it resolved).
