@@ -7,7 +7,6 @@ import (
 
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/syncmedic/syncmedic"
 )
@@ -122,13 +121,7 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	if !ok || how != waitDeletion {
 		return nil
 	}
-	var live *unstructured.Unstructured
-	for _, h := range obs.Hooks {
-		if ref.matches(h) {
-			live = h
-			break
-		}
-	}
+	live := liveHook(obs, ref)
 	if live == nil {
 		return nil // gone: gitops-engine creates the new hook on its next pass
 	}

@@ -80,12 +80,10 @@ func TestAppDeletionHeldByAResource(t *testing.T) {
 				err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), &v1alpha1.Application{})
 				return apierrors.IsNotFound(err)
 			}), "the real controller completes the deletion once the resource is gone")
-			require.True(t, waitFor(announceWithin, func() bool { return len(srv.Thread(root.TS)) > 0 && containsResolved(srv.Summary()) }),
+			require.True(t, waitFor(announceWithin, func() bool { return len(srv.Thread(root.TS)) > 0 && strings.Contains(srv.Summary(), "Resolved") }),
 				"the incident resolves: %s", srv.Summary())
 			r.Controller += "; once the ConfigMap's finalizer was removed the controller finished and the Application went away"
 			r.Syncmedic += "; resolved when the Application was gone"
 		})
 	}
 }
-
-func containsResolved(summary string) bool { return strings.Contains(summary, "Resolved") }
