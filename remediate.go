@@ -312,7 +312,15 @@ func (t *Tracker) recordAttempt(ctx context.Context, id string, a Attempt, kind 
 	}
 	now := t.o.Now()
 	inc.UpdatedAt = now
-	ev := t.event(kind, inc, &a, now) // before saving: the outbox entry is saved with the attempt
+	evs := []Event{t.event(kind, inc, &a, now)} // before saving: the outbox entry is saved with the attempt
+	// The condition went away while the remedy ran (often its own effect) and the resolution waited for this
+	// result: resolve now, as no further evaluation may come.
+	if a.Result != ResultStarted && inc.IsOpen() && inc.Misses > 0 && inc.Misses >= t.o.Policy().ResolveAfter {
+		evs = append(evs, t.resolveLocked(inc, now))
+	}
 	t.saveLocked(ctx)
-	t.o.Publisher.Publish(ev)
+	for _, ev := range evs {
+		t.o.Publisher.Publish(ev)
+	}
+	t.o.Metrics.setIncidents(t.incidents)
 }

@@ -176,11 +176,7 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 		inc.Misses++
 		dirty = true
 		if inc.Misses >= pol.ResolveAfter && !remedyInFlight(inc, now) {
-			at := now
-			inc.State, inc.ResolvedAt, inc.UpdatedAt = StateResolved, &at, now
-			delete(t.open, fp)
-			events = append(events, t.event(EventResolved, inc, nil, now))
-			t.o.Log.Info("incident resolved", "incident", inc.ID, "rule", inc.Finding.Rule, "subject", subject)
+			events = append(events, t.resolveLocked(inc, now))
 		}
 	}
 	for _, ev := range events {
@@ -192,13 +188,23 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 	return events, matched, dirty
 }
 
+// resolveLocked closes an open incident and returns its event.
+func (t *Tracker) resolveLocked(inc *Incident, now time.Time) Event {
+	at := now
+	inc.State, inc.ResolvedAt, inc.UpdatedAt = StateResolved, &at, now
+	delete(t.open, inc.Fingerprint)
+	t.o.Log.Info("incident resolved", "incident", inc.ID, "rule", inc.Finding.Rule, "subject", inc.Subject)
+	return t.event(EventResolved, inc, nil, now)
+}
+
 // inFlightGrace bounds how long a started remedy holds off the resolution of its incident (a remedy cut off by a
 // crash never records its result).
 const inFlightGrace = 10 * time.Minute
 
 // remedyInFlight reports whether the incident's remedy has started and not yet recorded its result: the condition
 // often stops matching because of the remedy itself (a terminated operation), and the thread must say the remedy
-// succeeded before it says the incident resolved. The next evaluation after the result resolves it.
+// succeeded before it says the incident resolved. recordAttempt resolves it when the result comes in, as no
+// evaluation may follow (a healthy application sends no more changes).
 func remedyInFlight(inc *Incident, now time.Time) bool {
 	last := inc.LastAttempt()
 	return last != nil && last.Result == ResultStarted && now.Sub(last.At) < inFlightGrace
