@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd compat fuzz
+.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-alertmanager tools-helm tools-ui compat fuzz
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -15,8 +15,9 @@ build:
 
 # Everything the end-to-end tests need: kube-apiserver, kube-controller-manager, etcd, controller-gen, generated CRDs,
 # redis-server, git (hack/tools.sh); Flux's notification-, source- and helm-controllers (hack/flux-tools.sh); Argo CD's
-# multi-call binary per tested version (hack/argocd-tools.sh).
-tools: tools-kube tools-flux tools-argocd
+# multi-call binary per tested version (hack/argocd-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
+# the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh).
+tools: tools-kube tools-flux tools-argocd tools-alertmanager tools-helm tools-ui
 
 tools-kube:
 	./hack/tools.sh
@@ -26,6 +27,15 @@ tools-flux:
 
 tools-argocd:
 	./hack/argocd-tools.sh
+
+tools-alertmanager:
+	./hack/alertmanager-tools.sh
+
+tools-helm:
+	./hack/helm-tools.sh
+
+tools-ui:
+	./hack/ui-tools.sh
 
 # The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, then every
 # fuzz target for FUZZTIME.
