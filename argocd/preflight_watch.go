@@ -54,7 +54,8 @@ func (w *Watcher) recheck(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		err := CheckWatch(ctx, w.access, WatchScope(w.o.Projects, w.o.AppNamespace))
 		if err == nil {
-			w.setDenied(nil)
+			// Not ready yet: the refusal stays until the next session's preflight clears it and the stream
+			// has re-listed what it could not see.
 			cancel(errAccessGranted)
 			return
 		}
