@@ -50,6 +50,9 @@ func WriteTable(w io.Writer, r Report) error {
 	if _, err := fmt.Fprintf(w, "\n%d stuck. For the evidence and the exact fix of each: -o yaml (or `syncmedic scan ... -o yaml --rule RULE`).\n", len(r.Findings)); err != nil {
 		return err
 	}
+	if _, err := fmt.Fprintln(w, "To apply an automatic remedy: `syncmedic fix ID` (a dry run unless --yes); -o yaml gives each finding's `fix:` command."); err != nil {
+		return err
+	}
 	if err := writeRead(w, r.Read); err != nil {
 		return err
 	}
@@ -94,22 +97,47 @@ func objectColumn(o ObjectRef) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// WriteJSON prints the report as indented JSON.
-func WriteJSON(w io.Writer, r Report) error {
-	if r.Findings == nil {
-		r.Findings = []Finding{}
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+// FixCommand returns the command that applies the automatic remedy of the finding or incident with id (a
+// fingerprint, or an incident ID such as Slack shows): `syncmedic fix ID`.
+func FixCommand(id string) string { return "syncmedic fix " + id }
+
+// printedReport is the json and yaml form of a Report: each finding with its `fix` command.
+type printedReport struct {
+	GeneratedAt time.Time        `json:"generatedAt"`
+	Findings    []printedFinding `json:"findings"`
+	Problems    []string         `json:"problems,omitempty"`
+	Read        []string         `json:"read,omitempty"`
 }
 
-// WriteYAML prints the report as YAML (the JSON field names).
-func WriteYAML(w io.Writer, r Report) error {
-	if r.Findings == nil {
-		r.Findings = []Finding{}
+// printedFinding is a Finding with the command that fixes it, set only when it has an automatic remedy (`fix`
+// exits 2 for a finding that only notifies: its remedy's commands are the manual steps).
+type printedFinding struct {
+	Finding
+	Fix string `json:"fix,omitempty"`
+}
+
+func printed(r Report) printedReport {
+	p := printedReport{GeneratedAt: r.GeneratedAt, Findings: make([]printedFinding, 0, len(r.Findings)), Problems: r.Problems, Read: r.Read}
+	for _, f := range r.Findings {
+		pf := printedFinding{Finding: f}
+		if f.Remedy.Action != ActionNone && f.Fingerprint != "" {
+			pf.Fix = FixCommand(f.Fingerprint)
+		}
+		p.Findings = append(p.Findings, pf)
 	}
-	b, err := yaml.Marshal(r)
+	return p
+}
+
+// WriteJSON prints the report as indented JSON, each finding with its `fix` command.
+func WriteJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(printed(r))
+}
+
+// WriteYAML prints the report as YAML (the JSON field names), each finding with its `fix` command.
+func WriteYAML(w io.Writer, r Report) error {
+	b, err := yaml.Marshal(printed(r))
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,27 @@ func TestScanSnapshot(t *testing.T) {
 			require.True(t, seen[rule.ID], "rule %s is not reported", rule.ID)
 		}
 	})
+	t.Run("every finding with an automatic remedy carries its exact fix command in json, and exits 1", func(t *testing.T) {
+		code, out, _ := runCLI(t, "scan", "--snapshot", stuck, "--now", judgedAt, "-o", "json")
+		require.Equal(t, exitStuck, code)
+		var r struct {
+			Findings []struct {
+				syncmedic.Finding
+				Fix string `json:"fix"`
+			} `json:"findings"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		withRemedy := 0
+		for _, f := range r.Findings {
+			if f.Remedy.Action == syncmedic.ActionNone {
+				require.Empty(t, f.Fix, "%s only notifies: `syncmedic fix` would refuse it", f.Rule)
+				continue
+			}
+			withRemedy++
+			require.Equal(t, "syncmedic fix "+f.Fingerprint, f.Fix, "finding %s on %s", f.Rule, f.Object)
+		}
+		require.NotZero(t, withRemedy, "the stuck example has findings with automatic remedies")
+	})
 	t.Run("a rule filter keeps only that rule, in yaml", func(t *testing.T) {
 		code, out, _ := runCLI(t, "scan", "--snapshot", stuck, "--now", judgedAt, "-o", "yaml", "--rule", "argocd/hook-finalizer-stuck")
 		require.Equal(t, exitStuck, code)
@@ -136,6 +157,37 @@ func TestScanNeverGivesAnAllClearForNothingRead(t *testing.T) {
 			if tt.code != exitOK {
 				require.NotContains(t, out, "No stuck syncs found")
 			}
+		})
+	}
+}
+
+// TestScanParseErrorsNameTheLineOnce: a YAML syntax error is reported as file:line: message, with the line of the
+// file once (not again as the parser's "line N", which counts from the start of the document).
+func TestScanParseErrorsNameTheLineOnce(t *testing.T) {
+	const job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a, namespace: b}\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		code  int
+		want  string
+	}{
+		{name: "a file whose only object breaks on line 3 is an input error naming line 3 once, exit 2",
+			files: map[string]string{"bad.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: a\n  namespace: b\n"},
+			code:  exitUsage, want: "bad.yaml:3: did not find expected ',' or '}'"},
+		{name: "a broken document beside a good one is listed as a problem naming line 5 once, exit 0 for the good one",
+			files: map[string]string{"jobs.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: x\n   bad: indent\n---\n" + job},
+			code:  exitOK, want: "jobs.yaml:5: mapping values are not allowed in this context"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := t.TempDir()
+			for name, content := range tt.files {
+				require.NoError(t, os.WriteFile(filepath.Join(d, name), []byte(content), 0o644))
+			}
+			code, out, errOut := runCLI(t, "scan", "--snapshot", d, "--now", judgedAt)
+			require.Equal(t, tt.code, code, out+errOut)
+			require.Contains(t, out+errOut, tt.want)
+			require.NotRegexp(t, `line \d+`, out+errOut, "the line is named once, as file:line")
 		})
 	}
 }
