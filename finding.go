@@ -78,6 +78,11 @@ type ObjectRef struct {
 	Project      string `json:"project,omitempty"`
 	// FluxOwner is the Flux object that applied this object, as "Kind/namespace/name".
 	FluxOwner string `json:"fluxOwner,omitempty"`
+	// Labels are the labels of the Argo CD Application or Flux HelmRelease the finding is about, and SlackChannel
+	// its syncmedic.io/slack-channel annotation: they route notifications (routing.go) and are not part of the
+	// fingerprint.
+	Labels       map[string]string `json:"labels,omitempty"`
+	SlackChannel string            `json:"slackChannel,omitempty"`
 }
 
 // String renders the reference the way kubectl names objects: kind.group/namespace/name.

@@ -70,6 +70,9 @@ type Incident struct {
 	// Auto is true when the policy lets syncmedic apply the remedy unattended.
 	Auto     bool      `json:"auto"`
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Route is where its notifications go, decided by the policy's routes and the subject's annotation when it
+	// opened (nil: every destination, the default Slack channel).
+	Route *Routing `json:"route,omitempty"`
 	// Notes is where notifiers keep what they need across restarts (the Slack channel and thread ts).
 	Notes map[string]string `json:"notes,omitempty"`
 	// Seq numbers the incident's transitions; Outbox keeps those some notifier has not delivered yet and Delivered
@@ -113,6 +116,11 @@ func (i *Incident) Clone() Incident {
 		c.ResolvedAt = &t
 	}
 	c.Finding.Evidence = append([]Evidence(nil), i.Finding.Evidence...)
+	if i.Route != nil {
+		r := *i.Route
+		r.Receivers = append([]string(nil), i.Route.Receivers...)
+		c.Route = &r
+	}
 	c.Outbox, c.Delivered = cloneOutbox(i.Outbox, i.Delivered)
 	return c
 }

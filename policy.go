@@ -101,6 +101,9 @@ type Policy struct {
 	ResolveAfter int                   `json:"resolveAfter,omitempty"`
 	Defaults     RulePolicy            `json:"defaults,omitempty"`
 	Rules        map[RuleID]RulePolicy `json:"rules,omitempty"`
+	// Routes send incidents to Slack channels and destinations by project, app, namespace, release, labels, rule and
+	// severity (routing.go); the first that matches decides.
+	Routes []Route `json:"routes,omitempty"`
 }
 
 // DefaultPolicy notifies every rule and acts on none (every remedy is recorded as a dry-run).
@@ -131,7 +134,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p := DefaultPolicy()
 	var in Policy
 	if err := yaml.UnmarshalStrict(b, &in); err != nil {
-		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults and rules; see the README's policy section)", err)
+		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules and routes; see the README's policy section)", err)
 	}
 	p.KillSwitch = in.KillSwitch
 	if in.ResolveAfter != 0 {
@@ -139,6 +142,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	}
 	p.Defaults = p.Defaults.merge(in.Defaults)
 	p.Rules = in.Rules
+	p.Routes = in.Routes
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -205,6 +209,7 @@ func (p *Policy) Validate() error {
 			errs = append(errs, validateRateLimit(field, p.For(RuleID(id)).RateLimit)...)
 		}
 	}
+	errs = append(errs, validateRoutes(p.Routes)...)
 	return errors.Join(errs...)
 }
 

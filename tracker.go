@@ -153,7 +153,7 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 		inc := t.incidents[t.open[f.Fingerprint]]
 		if inc == nil {
 			inc = &Incident{ID: t.newID(f.Fingerprint, now), Fingerprint: f.Fingerprint, Subject: subject,
-				State: StateFiring, Finding: f, OpenedAt: now, UpdatedAt: now, Plan: d.Reason, Auto: d.Act}
+				State: StateFiring, Finding: f, OpenedAt: now, UpdatedAt: now, Plan: d.Reason, Auto: d.Act, Route: pol.Route(f)}
 			t.incidents[inc.ID], t.open[f.Fingerprint] = inc, inc.ID
 			events = append(events, t.event(EventOpened, inc, nil, now))
 			dirty = true

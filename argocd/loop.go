@@ -114,6 +114,10 @@ func retained(a *v1alpha1.Application) *v1alpha1.Application {
 	r := &v1alpha1.Application{}
 	r.Name, r.Namespace, r.UID, r.ResourceVersion, r.Generation = a.Name, a.Namespace, a.UID, a.ResourceVersion, a.Generation
 	r.Spec.Project, r.Spec.Destination, r.Spec.SyncPolicy = a.Spec.Project, a.Spec.Destination, a.Spec.SyncPolicy
+	r.Labels = a.Labels // routing (syncmedic.Route); the slack-channel annotation too, and no other annotation
+	if ch, ok := a.Annotations[syncmedic.SlackChannelAnnotation]; ok {
+		r.Annotations = map[string]string{syncmedic.SlackChannelAnnotation: ch}
+	}
 	r.Operation = a.Operation
 	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
 	if a.DeletionTimestamp != nil { // only what argocd/app-deletion-stuck reads, and only while deleting

@@ -404,6 +404,7 @@ func appObjectRef(obs AppObservation) syncmedic.ObjectRef {
 	return syncmedic.ObjectRef{
 		Tool: syncmedic.ToolArgoCD, Instance: obs.Instance, Group: "argoproj.io", Version: "v1alpha1", Kind: "Application",
 		Namespace: a.Namespace, Name: a.Name, UID: string(a.UID), App: a.Name, AppNamespace: a.Namespace, Project: a.Spec.Project,
+		Labels: a.Labels, SlackChannel: strings.TrimSpace(a.Annotations[syncmedic.SlackChannelAnnotation]),
 	}
 }
 

@@ -372,7 +372,8 @@ func decorated(a *v1alpha1.Application) *v1alpha1.Application {
 	a = a.DeepCopy()
 	a.UID, a.ResourceVersion, a.Generation = "6b1f3c9e-uid", "4242", 7
 	a.Labels = map[string]string{"team": "shop"}
-	a.Annotations = map[string]string{"argocd.argoproj.io/refresh": "normal", "notified.notifications.argoproj.io": "{}"}
+	a.Annotations = map[string]string{"argocd.argoproj.io/refresh": "normal", "notified.notifications.argoproj.io": "{}",
+		syncmedic.SlackChannelAnnotation: "#shop"}
 	a.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "argocd-application-controller", Operation: metav1.ManagedFieldsOperationUpdate}}
 	a.Spec.Source = &v1alpha1.ApplicationSource{RepoURL: "https://git.example.com/shop.git", Path: "deploy", TargetRevision: "main"}
 	a.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{Prune: true}}

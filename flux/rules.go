@@ -249,7 +249,8 @@ func EvaluateCRD(obs CRDObservation, now time.Time) []syncmedic.Finding {
 
 func releaseRef(hr *helmv2.HelmRelease) syncmedic.ObjectRef {
 	return syncmedic.ObjectRef{Tool: syncmedic.ToolFlux, Group: helmv2.GroupVersion.Group, Version: helmv2.GroupVersion.Version, Kind: helmv2.HelmReleaseKind,
-		Namespace: hr.Namespace, Name: hr.Name, UID: string(hr.UID), FluxOwner: fluxOwner(hr.Labels)}
+		Namespace: hr.Namespace, Name: hr.Name, UID: string(hr.UID), FluxOwner: fluxOwner(hr.Labels),
+		Labels: hr.Labels, SlackChannel: strings.TrimSpace(hr.Annotations[syncmedic.SlackChannelAnnotation])}
 }
 
 // fluxOwner names the Kustomization that applied an object, from kustomize-controller's labels.
