@@ -41,6 +41,9 @@ type serveDeps struct {
 	Triggers *triggers
 	// Policy returns the remediation policy in force (nil in tests that build deps by hand).
 	Policy func() *syncmedic.Policy
+	// Incidents returns the tracker's incidents, open first (nil before the tracker exists, which is only while
+	// components start).
+	Incidents func() []syncmedic.Incident
 }
 
 // serveParts is what a started component contributes.

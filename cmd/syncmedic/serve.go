@@ -198,7 +198,13 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 		}
 		d.elector, leading = el, el.IsLeader
 	}
-	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}, Policy: policy.Get}
+	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}, Policy: policy.Get,
+		Incidents: func() []syncmedic.Incident {
+			if d.tracker == nil {
+				return nil
+			}
+			return d.tracker.Incidents()
+		}}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {
 		p, err := c.start(ctx, deps)

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/syncmedic/syncmedic/ui"
+)
+
+// uiOptions are the flags of the incident API and page.
+type uiOptions struct {
+	tokenFile string
+}
+
+func init() {
+	o := &uiOptions{}
+	registerServeComponent(serveComponent{
+		name: "ui",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&o.tokenFile, "api-token-file", "", "file holding the bearer token of the read-only incident API ("+ui.IncidentsPath+
+				") and page ("+ui.PagePath+"); both are off without it. The Argo CD proxy extension sends it from argocd-secret")
+		},
+		start: func(_ context.Context, d serveDeps) (serveParts, error) { return startUI(d, o) },
+	})
+}
+
+func startUI(d serveDeps, o *uiOptions) (serveParts, error) {
+	log := d.Log.With("component", "ui")
+	if o.tokenFile == "" {
+		log.Info("no --api-token-file: the incident API and page are off")
+		return serveParts{}, nil
+	}
+	data, err := os.ReadFile(o.tokenFile)
+	if err != nil {
+		return serveParts{}, fmt.Errorf("--api-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return serveParts{}, fmt.Errorf("--api-token-file %s is empty: write a random token into it (openssl rand -hex 32)", o.tokenFile)
+	}
+	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, Token: []byte(token), Log: log})
+	if err != nil {
+		return serveParts{}, err
+	}
+	return serveParts{Handlers: hs}, nil
+}

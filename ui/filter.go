@@ -1,0 +1,142 @@
+package ui
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// Filter selects incidents. Empty fields match everything.
+type Filter struct {
+	// App is an Argo CD Application, "name" or "namespace/name".
+	App string
+	// Project is an Argo CD project.
+	Project string
+	// Namespace is the namespace of the object the incident is about.
+	Namespace string
+	// Release is a Flux HelmRelease, "name" or "namespace/name": the HelmRelease itself or an object it applied.
+	Release string
+	// Rule is a rule ID, such as argocd/hook-finalizer-stuck.
+	Rule string
+	// State is "open" (the default), "resolved" or "all".
+	State string
+}
+
+// filterParams are the query parameters of GET /api/v1/incidents.
+var filterParams = []string{"app", "project", "namespace", "release", "rule", "state"}
+
+// parseFilter reads a Filter from query parameters, rejecting unknown parameters and states so that a typo does
+// not silently widen the answer.
+func parseFilter(q url.Values) (Filter, error) {
+	for k := range q {
+		if !contains(filterParams, k) {
+			return Filter{}, fmt.Errorf("unknown query parameter %q: want one of %s", k, strings.Join(filterParams, ", "))
+		}
+		if len(q[k]) > 1 {
+			return Filter{}, fmt.Errorf("query parameter %q given %d times: give it once", k, len(q[k]))
+		}
+	}
+	f := Filter{App: q.Get("app"), Project: q.Get("project"), Namespace: q.Get("namespace"), Release: q.Get("release"),
+		Rule: q.Get("rule"), State: q.Get("state")}
+	switch f.State {
+	case "":
+		f.State = "open"
+	case "open", "resolved", "all":
+	default:
+		return Filter{}, fmt.Errorf("state %q: want open, resolved or all", f.State)
+	}
+	return f, nil
+}
+
+// Match reports whether inc passes the filter.
+func (f Filter) Match(inc *syncmedic.Incident) bool {
+	o := inc.Finding.Object
+	switch {
+	case f.State == "open" && !inc.IsOpen(), f.State == "resolved" && inc.IsOpen():
+		return false
+	case f.App != "" && !qualifiedMatch(f.App, o.AppNamespace, o.App):
+		return false
+	case f.Project != "" && o.Project != f.Project:
+		return false
+	case f.Namespace != "" && o.Namespace != f.Namespace:
+		return false
+	case f.Rule != "" && string(inc.Finding.Rule) != f.Rule:
+		return false
+	case f.Release != "" && !releaseMatch(f.Release, o):
+		return false
+	}
+	return true
+}
+
+// qualifiedMatch matches "name" against name, and "namespace/name" against both.
+func qualifiedMatch(want, namespace, name string) bool {
+	if name == "" {
+		return false
+	}
+	if ns, n, ok := strings.Cut(want, "/"); ok {
+		return ns == namespace && n == name
+	}
+	return want == name
+}
+
+// releaseMatch matches a HelmRelease, or an object whose Flux owner is that HelmRelease.
+func releaseMatch(want string, o syncmedic.ObjectRef) bool {
+	if o.Kind == "HelmRelease" && qualifiedMatch(want, o.Namespace, o.Name) {
+		return true
+	}
+	kind, rest, ok := strings.Cut(o.FluxOwner, "/")
+	if !ok || kind != "HelmRelease" {
+		return false
+	}
+	ns, name, _ := strings.Cut(rest, "/")
+	return qualifiedMatch(want, ns, name)
+}
+
+// scope is what a caller may see: everything, or (through the Argo CD proxy extension) one Application.
+type scope struct {
+	// app and appNamespace name the Application of an Argo CD proxy request; empty for a direct caller.
+	app, appNamespace, project string
+}
+
+func (s scope) allows(inc *syncmedic.Incident) bool {
+	if s.app == "" {
+		return true
+	}
+	o := inc.Finding.Object
+	if o.App != s.app || o.Project != s.project {
+		return false
+	}
+	// Findings about apps in the control-plane namespace may not know it; an app namespace they do know must match.
+	return o.AppNamespace == "" || o.AppNamespace == s.appNamespace
+}
+
+// selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then
+// by opening time.
+func selectIncidents(all []syncmedic.Incident, s scope, f Filter) []Incident {
+	out := []Incident{}
+	for i := range all {
+		if s.allows(&all[i]) && f.Match(&all[i]) {
+			out = append(out, newIncident(all[i]))
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		oi, oj := out[i].State != string(syncmedic.StateResolved), out[j].State != string(syncmedic.StateResolved)
+		if oi != oj {
+			return oi
+		}
+		return out[i].OpenedAt.Before(out[j].OpenedAt)
+	})
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

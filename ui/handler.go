@@ -1,0 +1,134 @@
+package ui
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/argoproj/argo-cd/v2/server/extension"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// The paths the handlers serve.
+const (
+	// IncidentsPath lists incidents; IncidentsPath + "/{id}" is one incident.
+	IncidentsPath = "/api/v1/incidents"
+	// PagePath is the incident page and its assets.
+	PagePath = "/ui/"
+)
+
+// Options configure the handlers.
+type Options struct {
+	// Incidents returns the tracker's incidents (Tracker.Incidents); it may return nil.
+	Incidents func() []syncmedic.Incident
+	// Token is the bearer token every API request must carry. Required.
+	Token []byte
+	// Log receives one debug line per API request (never the token).
+	Log *slog.Logger
+}
+
+// Handlers returns the API and page handlers keyed by the path to register them at (ServeMux patterns).
+func Handlers(o Options) (map[string]http.Handler, error) {
+	if len(o.Token) == 0 {
+		return nil, errors.New("the incident API needs a bearer token")
+	}
+	if o.Incidents == nil {
+		return nil, errors.New("the incident API needs the tracker's incidents")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	api := &api{o: o}
+	static, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, err
+	}
+	return map[string]http.Handler{
+		IncidentsPath:       authenticate(o.Token, http.HandlerFunc(api.list)),
+		IncidentsPath + "/": authenticate(o.Token, http.HandlerFunc(api.get)),
+		PagePath:            securityHeaders(http.StripPrefix(PagePath, http.FileServerFS(static))),
+	}, nil
+}
+
+type api struct{ o Options }
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	items := selectIncidents(a.o.Incidents(), scopeOf(r.Context()), f)
+	a.logRequest(r, len(items))
+	writeJSON(w, http.StatusOK, IncidentList{APIVersion: APIVersion, Kind: "IncidentList", Items: items})
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
+	id := strings.TrimPrefix(r.URL.Path, IncidentsPath+"/")
+	s := scopeOf(r.Context())
+	for _, inc := range a.o.Incidents() {
+		if inc.ID == id && s.allows(&inc) {
+			a.logRequest(r, 1)
+			writeJSON(w, http.StatusOK, struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Incident
+			}{APIVersion, "Incident", newIncident(inc)})
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "no incident "+id)
+}
+
+func (a *api) logRequest(r *http.Request, n int) {
+	a.o.Log.Debug("incident API", "path", r.URL.Path, "query", r.URL.RawQuery, "incidents", n,
+		"argocdUser", r.Header.Get(extension.HeaderArgoCDUsername), "argocdApp", r.Header.Get(extension.HeaderArgoCDApplicationName))
+}
+
+// readOnly answers 405 to anything but GET and HEAD.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, http.StatusMethodNotAllowed, "the incident API is read-only")
+	return false
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, Error{Error: msg}) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // commands keep their quotes and redirections readable; nosniff keeps it data
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// securityHeaders keeps the page to its own origin: no external script, style, image or connection.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
