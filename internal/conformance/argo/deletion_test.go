@@ -27,7 +27,7 @@ const holdFinalizer = "example.com/hold"
 const deletionPolicy = `resolveAfter: 1
 rules:
   argocd/app-deletion-stuck: {mode: notify, threshold: 5s}
-`
+` + routes
 
 // An Application deleted with Argo CD's resources finalizer while one of its resources is held by another
 // finalizer: the real application-controller deletes what it can and waits; syncmedic names the resource that

@@ -35,7 +35,17 @@ rules:
   argocd/hook-finalizer-stuck: {mode: auto, threshold: 3s}
   argocd/hook-completion-missed: {mode: auto, threshold: 30s, rerunHooks: true}
   argocd/hook-immutable: {mode: auto, rerunHooks: true}
+` + routes
+
+// routes sends every incident of these tests to routedChannel, not serve's --slack-channel: announced checks that
+// every message of the incident's thread went there (issue 14 item 7, through the real controllers).
+const routes = `routes:
+  - name: default-project
+    match: {projects: [default], rules: ["argocd/*"]}
+    slackChannel: "` + routedChannel + `"
 `
+
+const routedChannel = "#argocd-default-project"
 
 // row is a conformance row recorded when the test ends, with whatever the test filled in by then.
 func row(version, scenario string) *conformance.Row {
@@ -73,6 +83,7 @@ func announced(t *testing.T, srv *fakeSlack, rule syncmedic.RuleID, within time.
 		root, ok = srv.rootWithRule(string(rule))
 		return ok
 	}, within, tick, "%s is announced on Slack (received: %s)", rule, srv.summary())
+	require.Equal(t, routedChannel, root.Channel, "the policy's route picks the channel")
 	return root
 }
 
@@ -167,7 +178,7 @@ const notifyPolicy = `resolveAfter: 1
 rules:
   argocd/hook-finalizer-stuck: {mode: notify, threshold: 3s}
   argocd/hook-completion-missed: {mode: notify, threshold: 5s}
-`
+` + routes
 
 // Healthy near miss on v3 (issue 13 item 1): a PreSync wave with a slow hook (its Pod running) and a fast hook Job
 // deleted by its TTL at completion. On v3 the fast Job stays deleting, held by argocd.argoproj.io/hook-finalizer,

@@ -15,7 +15,7 @@ import (
 
 // Message is one chat.postMessage or chat.update the server accepted.
 type Message struct {
-	Method, TS, ThreadTS, Text, Blocks string
+	Method, Channel, TS, ThreadTS, Text, Blocks string
 }
 
 // Server is a running recording Slack test server; give a notifier its URL() as the Slack API URL.
@@ -47,14 +47,14 @@ func (s *Server) handle(method string) http.HandlerFunc {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		m := Message{Method: method, TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
+		m := Message{Method: method, Channel: r.Form.Get("channel"), TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
 			Blocks: r.Form.Get("blocks")}
 		if method == "chat.postMessage" {
 			s.seq++
 			m.TS = fmt.Sprintf("1710072000.%06d", s.seq)
 		}
 		s.messages = append(s.messages, m)
-		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0INCIDENT", "ts": m.TS, "text": m.Text})
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS, "text": m.Text})
 	}
 }
 
