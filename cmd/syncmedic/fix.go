@@ -17,21 +17,26 @@ func init() { subcommands = append(subcommands, newFixCommand) }
 
 // fixOptions are the flags of `syncmedic fix`.
 type fixOptions struct {
-	yes        bool
-	thresholds snapshot.Thresholds
-	live       liveOptions
+	yes                       bool
+	stateFile, stateConfigMap string
+	thresholds                snapshot.Thresholds
+	live                      liveOptions
 }
 
 func newFixCommand() *cobra.Command {
 	o := &fixOptions{thresholds: snapshot.DefaultThresholds()}
 	cmd := &cobra.Command{
-		Use:   "fix FINGERPRINT",
+		Use:   "fix ID",
 		Short: "Apply the remedy of one finding through the tool's API (dry-run unless --yes)",
-		Long: "fix scans live again, finds the current finding with FINGERPRINT (see `syncmedic scan -o yaml`), and applies its\n" +
-			"remedy through the owning tool's API. Without --yes it only prints the exact steps it would take.\n" +
-			"Exit codes: 0 done (or nothing left to fix), 2 bad usage or no automatic remedy, 3 the action failed.",
+		Long: "fix scans live again, finds the current finding with ID — its fingerprint (the `fix:` line of `syncmedic scan\n" +
+			"-o yaml`) or an incident ID (fingerprint-number, as Slack shows it) — and applies its remedy through the owning\n" +
+			"tool's API. Without --yes it only prints the exact steps it would take. With serve's incident store\n" +
+			"(--state-file or --state-configmap) it also knows the findings it saw before, and says when one is gone.\n" +
+			"Exit codes: 0 done, or the live scan confirms a known finding is gone; 2 bad usage, an ID never seen, or no\n" +
+			"automatic remedy; 3 the action or a connection failed.",
 		Example: `  syncmedic fix 3f9a0c2d1e4b5a67 --argocd-server argocd.example.com:443 --argocd-token-file token
-  syncmedic fix 3f9a0c2d1e4b5a67 --argocd-server argocd.example.com:443 --argocd-token-file token --yes`,
+  syncmedic fix 3f9a0c2d1e4b5a67-1773144000 --argocd-server argocd.example.com:443 --argocd-token-file token --yes \
+    --kubeconfig ~/.kube/config --state-configmap syncmedic/syncmedic-state`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
@@ -42,38 +47,82 @@ func newFixCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return runFix(cmd, o, args[0]) },
 	}
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "apply the remedy (without it: dry-run, print the steps only)")
+	cmd.Flags().StringVar(&o.stateFile, "state-file", "", "serve's incident file: tells an ID that is fixed from one never seen")
+	cmd.Flags().StringVar(&o.stateConfigMap, "state-configmap", "", "serve's incident ConfigMap (namespace/name, read with --kubeconfig): tells an ID that is fixed from one never seen")
 	addThresholdFlags(cmd, &o.thresholds)
 	addLiveFlags(cmd, &o.live)
 	documentEnv(cmd)
 	return cmd
 }
 
-func runFix(cmd *cobra.Command, o *fixOptions, fingerprint string) error {
+func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
+	id, err := parseFixID(arg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	if !o.live.argocd.enabled() && o.live.kubeconfig == "" {
 		return &exitError{code: exitUsage, err: errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN) for Argo CD remedies, --kubeconfig for Flux and Argo Workflows remedies")}
+	}
+	store, err := o.stateStore()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
 	sources, err := liveSources(&o.live, o.thresholds)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	var known *syncmedic.Incident
+	if store != nil {
+		if known, err = storedIncident(cmd.Context(), store, id); err != nil {
+			return &exitError{code: exitFailed, err: fmt.Errorf("reading the incident store: %w", err)}
+		}
+	}
 	now := time.Now()
 	var found *syncmedic.Finding
+	var problems []string
 	for _, s := range sources {
-		fs, _, err := s.scan(cmd.Context(), now)
+		fs, ps, err := s.scan(cmd.Context(), now)
 		if err != nil {
 			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w", s.name, err)}
 		}
+		problems = append(problems, ps...)
 		for i := range fs {
-			if fs[i].Fingerprint == fingerprint {
+			if fs[i].Fingerprint == id.fingerprint {
 				found = &fs[i]
 			}
 		}
 	}
 	out := cmd.OutOrStdout()
 	if found == nil {
-		fmt.Fprintf(out, "No current finding has fingerprint %s: nothing to fix (it may be fixed already; `syncmedic scan -o yaml` lists the fingerprints).\n", fingerprint)
-		return nil
+		return notFound(out, o, id, store != nil, known, problems)
 	}
+	if id.incident != "" {
+		fmt.Fprintf(out, "Incident %s is the finding %s.\n", id.incident, id.fingerprint)
+	}
+	return applyFix(cmd, o, *found)
+}
+
+// notFound explains an ID the live scan does not report: gone (exit 0) only when the store knows it and the scan
+// covered it; otherwise exit 2, since an ID never seen, or a finding the scan did not look for, is not fixed.
+func notFound(out io.Writer, o *fixOptions, id fixID, haveStore bool, known *syncmedic.Incident, problems []string) error {
+	if known == nil {
+		how := "`syncmedic scan` with the same flags lists the current findings, each with its `fix:` command (-o yaml)"
+		if !haveStore {
+			return &exitError{code: exitUsage, err: fmt.Errorf("no current finding has ID %s: it was fixed, or never existed; without serve's incident store (--state-file or --state-configmap) fix cannot tell which. %s", id.raw, how)}
+		}
+		return &exitError{code: exitUsage, err: fmt.Errorf("ID %s was never seen: no current finding has fingerprint %s and no stored incident has this ID. %s; Slack messages show incident IDs", id.raw, id.fingerprint, how)}
+	}
+	f := known.Finding
+	if ok, why := coverage(f, &o.live, problems); !ok {
+		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
+	}
+	fmt.Fprintf(out, "Already fixed: the live scan no longer finds it (incident %s, %s on %s, %s in the store).\n", known.ID, f.Rule, f.Object, known.State)
+	return nil
+}
+
+// applyFix applies (or, without --yes, plans) the remedy of a current finding.
+func applyFix(cmd *cobra.Command, o *fixOptions, found syncmedic.Finding) error {
+	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "%s %s: %s\n", found.Rule, found.Object, found.Summary)
 	if found.Remedy.Action == syncmedic.ActionNone {
 		printManual(out, found.Remedy)
@@ -89,7 +138,7 @@ func runFix(cmd *cobra.Command, o *fixOptions, fingerprint string) error {
 		printManual(out, found.Remedy)
 		return &exitError{code: exitUsage, err: fmt.Errorf("action %s needs %s", found.Remedy.Action, neededSource(found.Remedy.Action))}
 	}
-	outcome, err := r.Remediate(cmd.Context(), *found, !o.yes)
+	outcome, err := r.Remediate(cmd.Context(), found, !o.yes)
 	printOutcome(out, outcome)
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w", found.Remedy.Action, err)}
