@@ -41,9 +41,51 @@ func (p Problem) String() string {
 
 // Snapshot is everything read from a dump: the objects, the kinds seen, and the problems met.
 type Snapshot struct {
+	// Objects are the objects read; with KeepUsedOnly, only those a rule reads.
 	Objects  []*unstructured.Unstructured
 	Problems []Problem
-	kinds    map[schema.GroupKind]bool
+	// KeepUsedOnly keeps in Objects only the objects a rule reads (see keep: every object of a kind some rule uses,
+	// and any other object that is terminating or is a hook), trimmed of what no rule reads (managed fields, the
+	// last-applied annotation). The others are counted (Len, Summary, HasKind) and dropped; in a List, an item of a
+	// kind no rule uses is counted from its text, never decoded, so a syntax error inside it goes unnoticed.
+	// ReadPaths sets it.
+	KeepUsedOnly bool
+	kinds        map[schema.GroupKind]bool
+	// counts are the objects read by kind, kept or not; total is their sum.
+	counts map[string]int
+	total  int
+}
+
+func (s *Snapshot) init() {
+	if s.kinds == nil {
+		s.kinds = map[schema.GroupKind]bool{}
+	}
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+}
+
+// Len is the number of objects read, including those of kinds no rule uses (which Objects does not hold).
+func (s *Snapshot) Len() int { return s.total }
+
+// count records one object read, kept or not.
+func (s *Snapshot) count(gk schema.GroupKind) {
+	s.kinds[gk] = true
+	s.counts[gk.Kind]++
+	s.total++
+}
+
+// merge adds what b read to s.
+func (s *Snapshot) merge(b *Snapshot) {
+	s.Objects = append(s.Objects, b.Objects...)
+	s.Problems = append(s.Problems, b.Problems...)
+	for gk := range b.kinds {
+		s.kinds[gk] = true
+	}
+	for k, n := range b.counts {
+		s.counts[k] += n
+	}
+	s.total += b.total
 }
 
 // HasKind reports whether the dump contained at least one object of the kind (even if all were filtered out), so
@@ -53,7 +95,8 @@ func (s *Snapshot) HasKind(gk schema.GroupKind) bool { return s.kinds[gk] }
 // ReadPaths reads files and directories (recursively; files ending in .yaml, .yml or .json). The error is
 // non-nil only when a path cannot be opened at all; bad content becomes Problems.
 func ReadPaths(paths ...string) (*Snapshot, error) {
-	s := &Snapshot{kinds: map[schema.GroupKind]bool{}}
+	s := &Snapshot{KeepUsedOnly: true}
+	s.init()
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
@@ -113,16 +156,19 @@ var dumpSniff = regexp.MustCompile(`(?m)^\s*("?apiVersion"?\s*:|"?kind"?\s*:|[\[
 // readSniffed reads a .txt or .log file of a directory when its first KiB looks like a dump; any other text file
 // (a README, a log) is skipped without a problem.
 func (s *Snapshot) readSniffed(path string) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
 		return
 	}
-	head := data
-	if len(head) > 1024 {
-		head = head[:1024]
+	head := make([]byte, 1024)
+	n, err := io.ReadFull(f, head)
+	f.Close()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
+		return
 	}
-	if !dumpSniff.Match(head) {
+	if !dumpSniff.Match(head[:n]) {
 		return
 	}
 	s.readFile(path)
@@ -130,10 +176,7 @@ func (s *Snapshot) readSniffed(path string) {
 
 // Summary says what was read: "12 objects: 5 Application, 4 Job, 3 HelmRelease", most frequent kind first.
 func (s *Snapshot) Summary() string {
-	counts := map[string]int{}
-	for _, o := range s.Objects {
-		counts[o.GetKind()]++
-	}
+	counts := s.counts
 	kinds := make([]string, 0, len(counts))
 	for k := range counts {
 		kinds = append(kinds, k)
@@ -151,29 +194,45 @@ func (s *Snapshot) Summary() string {
 	if len(parts) == 0 {
 		return "0 objects"
 	}
-	return fmt.Sprintf("%d objects: %s", len(s.Objects), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d objects: %s", s.total, strings.Join(parts, ", "))
 }
 
+// readFile streams a file (addStream); a file the stream cannot take is read whole (addAll).
 func (s *Snapshot) readFile(path string) {
+	s.init()
 	info, err := os.Stat(path)
 	if err == nil && info.Size() > MaxFileSize {
 		s.Problems = append(s.Problems, Problem{File: path, Err: fmt.Sprintf("file is %d bytes, over the %d byte limit", info.Size(), MaxFileSize)})
 		return
+	}
+	if f, err := os.Open(path); err == nil {
+		ok := s.addStream(path, f)
+		f.Close()
+		if ok {
+			return
+		}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		s.Problems = append(s.Problems, Problem{File: path, Err: err.Error()})
 		return
 	}
-	s.Add(path, data)
+	s.addAll(path, data)
 }
 
 // Add parses one file's content (YAML with any number of documents, or JSON: an object, a List, or an array as
 // `argocd app list -o json` prints) and adds its objects to the snapshot.
 func (s *Snapshot) Add(name string, data []byte) {
-	if s.kinds == nil {
-		s.kinds = map[schema.GroupKind]bool{}
+	s.init()
+	if s.addStream(name, bytes.NewReader(data)) {
+		return
 	}
+	s.addAll(name, data)
+}
+
+// addAll parses one file's content held whole in memory, every object decoded: the reader of the files addStream
+// leaves (a malformed one, or one shaped as no kubectl prints), whose results are the reference addStream matches.
+func (s *Snapshot) addAll(name string, data []byte) {
 	trimmed := bytes.TrimLeft(data, " \t\r\n\ufeff")
 	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
 		s.addJSON(name, trimmed)
@@ -253,8 +312,13 @@ func (s *Snapshot) addObject(file string, line int, m map[string]interface{}) {
 		return
 	}
 	u := &unstructured.Unstructured{Object: m}
-	s.kinds[u.GroupVersionKind().GroupKind()] = true
-	s.Objects = append(s.Objects, u)
+	s.count(u.GroupVersionKind().GroupKind())
+	if !s.KeepUsedOnly {
+		s.Objects = append(s.Objects, u)
+	} else if keep(u) {
+		trim(u)
+		s.Objects = append(s.Objects, u)
+	}
 }
 
 func looksLikeApplication(m map[string]interface{}) bool {
@@ -304,8 +368,13 @@ func errLine(err error) int {
 	return 0
 }
 
+// errLinePrefix is the "line N: " a YAML error starts with; Problem.Line carries the line (in the file), so the
+// message drops it rather than print a second, document-relative line number.
+var errLinePrefix = regexp.MustCompile(`^line \d+: `)
+
 func cleanErr(err error) string {
-	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), "yaml: ")
+	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), "yaml: ")
+	return errLinePrefix.ReplaceAllString(msg, "")
 }
 
 func leadingBlankLines(doc []byte) int {
@@ -344,11 +413,10 @@ func splitWhere(where string) (string, int) {
 // AddLive adds objects read from a live cluster (a List of one kind) and records that the kind was looked at, even
 // when the list is empty, so rules can tell "absent" from "not looked at" exactly as for a dump.
 func (s *Snapshot) AddLive(gk schema.GroupKind, objs []unstructured.Unstructured) {
-	if s.kinds == nil {
-		s.kinds = map[schema.GroupKind]bool{}
-	}
+	s.init()
 	s.kinds[gk] = true
 	for i := range objs {
+		s.count(objs[i].GroupVersionKind().GroupKind())
 		s.Objects = append(s.Objects, &objs[i])
 	}
 }

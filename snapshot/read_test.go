@@ -1,10 +1,8 @@
 package snapshot
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -175,37 +173,4 @@ func FuzzRead(f *testing.F) {
 		}
 		_ = Scan(s.Observe(), time.Unix(1_800_000_000, 0), DefaultThresholds())
 	})
-}
-
-// BenchmarkRead50k reads and scans a generated 50,000-object dump.
-func BenchmarkRead50k(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-	for i := 0; i < 50000; i++ {
-		switch i % 5 {
-		case 0:
-			fmt.Fprintf(&sb, "- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: job-%d, namespace: ns-%d, annotations: {argocd.argoproj.io/hook: PreSync}, labels: {app.kubernetes.io/instance: app-%d}}\n  status: {conditions: [{type: Complete, status: \"True\"}]}\n", i, i%100, i%100)
-		case 1:
-			fmt.Fprintf(&sb, "- apiVersion: v1\n  kind: Service\n  metadata: {name: svc-%d, namespace: ns-%d}\n", i, i%100)
-		case 2:
-			fmt.Fprintf(&sb, "- apiVersion: helm.toolkit.fluxcd.io/v2\n  kind: HelmRelease\n  metadata: {name: hr-%d, namespace: ns-%d, generation: 2}\n  status: {observedGeneration: 2, conditions: [{type: Ready, status: \"True\", reason: UpgradeSucceeded, message: ok, lastTransitionTime: \"2025-01-01T00:00:00Z\"}]}\n", i, i%100)
-		case 3:
-			fmt.Fprintf(&sb, "- apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: app-%d, namespace: argocd}\n  spec: {project: default, destination: {namespace: ns-%d}, source: {repoURL: r}}\n  status: {operationState: {phase: Succeeded, startedAt: \"2025-01-01T00:00:00Z\", operation: {sync: {revision: abc}}}}\n", i, i%100)
-		default:
-			fmt.Fprintf(&sb, "- apiVersion: v1\n  kind: PersistentVolumeClaim\n  metadata: {name: pvc-%d, namespace: ns-%d}\n", i, i%100)
-		}
-	}
-	dir := b.TempDir()
-	path := filepath.Join(dir, "dump.yaml")
-	require.NoError(b, os.WriteFile(path, []byte(sb.String()), 0o600))
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		s, err := ReadPaths(path)
-		if err != nil || len(s.Objects) != 50000 {
-			b.Fatalf("read %d objects: %v", len(s.Objects), err)
-		}
-		_ = Scan(s.Observe(), now, DefaultThresholds())
-	}
 }

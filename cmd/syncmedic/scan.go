@@ -155,7 +155,7 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			if len(s.Objects) == 0 {
+			if s.Len() == 0 {
 				// Never an all-clear for a read that found nothing to judge.
 				why := "no Kubernetes object in it"
 				if len(s.Problems) > 0 {

@@ -1,0 +1,86 @@
+package snapshot
+
+import (
+	"bytes"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/flux"
+)
+
+// usedKinds are the kinds Observe reads every object of.
+var usedKinds = map[schema.GroupKind]bool{
+	gkApplication: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
+	gkEndpointSlice: true, gkValidating: true, gkMutating: true,
+}
+
+// Deployments Observe reads (imageTag), by name.
+const (
+	argocdServerDeployment   = "argocd-server"
+	helmControllerDeployment = "helm-controller"
+)
+
+// keep reports whether a rule reads u: every object of a used kind, the Flux CRD, the two Deployments that give
+// the versions, and any other object that is terminating (kube/stuck-terminating) or is a hook (the Argo CD hook
+// rules). Observe reads nothing else, so dropping the rest changes no finding.
+func keep(u *unstructured.Unstructured) bool {
+	gk := u.GroupVersionKind().GroupKind()
+	switch {
+	case usedKinds[gk]:
+		return true
+	case gk == gkCRD:
+		if u.GetName() == flux.CRDName {
+			return true
+		}
+	case gk == gkDeployment:
+		if n := u.GetName(); n == argocdServerDeployment || n == helmControllerDeployment {
+			return true
+		}
+	}
+	return u.GetDeletionTimestamp() != nil || argocd.IsHook(u)
+}
+
+// mayKeep reports whether an object of kind gk whose text (YAML or JSON) is raw may be kept: false only when keep
+// would surely say no, judged from the text without decoding it. It looks for the words keep's tests depend on;
+// escape sequences (which could spell them otherwise) and YAML aliases (which could bring them from elsewhere)
+// make it say true.
+func mayKeep(gk schema.GroupKind, raw []byte) bool {
+	if usedKinds[gk] {
+		return true
+	}
+	for _, w := range mayKeepWords {
+		if bytes.Contains(raw, w) {
+			return true
+		}
+	}
+	switch gk {
+	case gkCRD:
+		return bytes.Contains(raw, []byte(flux.CRDName))
+	case gkDeployment:
+		return bytes.Contains(raw, []byte(argocdServerDeployment)) || bytes.Contains(raw, []byte(helmControllerDeployment))
+	}
+	return false
+}
+
+var mayKeepWords = [][]byte{
+	[]byte("deletionTimestamp"), []byte("argocd.argoproj.io/hook"), []byte("helm.sh/hook"),
+	[]byte(`\u`), []byte(`\U`), []byte(`\x`),
+	[]byte(" *"), []byte("[*"), []byte("{*"), []byte(",*"),
+}
+
+// lastApplied is the annotation `kubectl apply` writes: a copy of the whole object that no rule reads.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// trim drops what no rule reads from a kept object: its managed fields and kubectl's last-applied copy.
+func trim(u *unstructured.Unstructured) {
+	md, ok := u.Object["metadata"].(map[string]interface{})
+	if !ok {
+		return
+	}
+	delete(md, "managedFields")
+	if a, ok := md["annotations"].(map[string]interface{}); ok {
+		delete(a, lastApplied)
+	}
+}

@@ -1,0 +1,142 @@
+package snapshot
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// dumpMix says which objects a generated dump holds: used of every 5 objects are of kinds a rule reads (a hook Job,
+// a Service, a HelmRelease, an Application), the others of kinds no rule reads unless they are terminating.
+type dumpMix struct {
+	objects int
+	used    int // of every 5 objects, 0 to 4
+}
+
+// writeDump writes a `kubectl get -A -o yaml`-shaped List of mix.objects objects and returns its path.
+func writeDump(b *testing.B, mix dumpMix) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "dump.yaml")
+	f, err := os.Create(path)
+	require.NoError(b, err)
+	w := bufio.NewWriter(f)
+	fmt.Fprint(w, "apiVersion: v1\nkind: List\nitems:\n")
+	for i := 0; i < mix.objects; i++ {
+		c := i % 5
+		if c >= mix.used && c != 4 {
+			c = 5 + i%3 // a kind no rule reads in place of a used one
+		}
+		switch c {
+		case 0:
+			fmt.Fprintf(w, "- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: job-%d, namespace: ns-%d, annotations: {argocd.argoproj.io/hook: PreSync}, labels: {app.kubernetes.io/instance: app-%d}}\n  status: {conditions: [{type: Complete, status: \"True\"}]}\n", i, i%100, i%100)
+		case 1:
+			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Service\n  metadata: {name: svc-%d, namespace: ns-%d}\n", i, i%100)
+		case 2:
+			fmt.Fprintf(w, "- apiVersion: helm.toolkit.fluxcd.io/v2\n  kind: HelmRelease\n  metadata: {name: hr-%d, namespace: ns-%d, generation: 2}\n  status: {observedGeneration: 2, conditions: [{type: Ready, status: \"True\", reason: UpgradeSucceeded, message: ok, lastTransitionTime: \"2025-01-01T00:00:00Z\"}]}\n", i, i%100)
+		case 3:
+			fmt.Fprintf(w, "- apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: app-%d, namespace: argocd}\n  spec: {project: default, destination: {namespace: ns-%d}, source: {repoURL: r}}\n  status: {operationState: {phase: Succeeded, startedAt: \"2025-01-01T00:00:00Z\", operation: {sync: {revision: abc}}}}\n", i, i%100)
+		case 4:
+			fmt.Fprintf(w, "- apiVersion: v1\n  kind: PersistentVolumeClaim\n  metadata: {name: pvc-%d, namespace: ns-%d}\n", i, i%100)
+		case 5:
+			fmt.Fprintf(w, "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cm-%d, namespace: ns-%d, labels: {app: a-%d}}\n  data: {key: value-%d}\n", i, i%100, i%100, i)
+		case 6:
+			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Pod\n  metadata: {name: pod-%d, namespace: ns-%d, labels: {app: a-%d}}\n  spec: {containers: [{name: c, image: \"nginx:1.27\"}]}\n  status: {phase: Running}\n", i, i%100, i%100)
+		default:
+			fmt.Fprintf(w, "- apiVersion: apps/v1\n  kind: ReplicaSet\n  metadata: {name: rs-%d, namespace: ns-%d}\n  spec: {replicas: 1}\n", i, i%100)
+		}
+	}
+	require.NoError(b, w.Flush())
+	require.NoError(b, f.Close())
+	return path
+}
+
+// peakHeap samples the heap's live objects every millisecond until stop is called, which returns the largest sample.
+func peakHeap() (stop func() uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak {
+				peak = v
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return peak
+	}
+}
+
+// benchmarkRead reads and scans a generated dump, and reports the peak heap during the read and scan (peak-MB),
+// the heap still live while the snapshot and its observations are held (kept-MB), and the objects kept.
+func benchmarkRead(b *testing.B, mix dumpMix) {
+	path := writeDump(b, mix)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var peak, kept uint64
+	var keptObjects int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		stop := peakHeap()
+		b.StartTimer()
+		s, err := ReadPaths(path)
+		if err != nil || s.Len() != mix.objects {
+			b.Fatalf("read %d objects of %d: %v", s.Len(), mix.objects, err)
+		}
+		o := s.Observe()
+		_ = Scan(o, now, DefaultThresholds())
+		b.StopTimer()
+		if p := stop(); p > peak {
+			peak = p
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		if after.HeapAlloc > before.HeapAlloc && after.HeapAlloc-before.HeapAlloc > kept {
+			kept = after.HeapAlloc - before.HeapAlloc
+		}
+		keptObjects = len(s.Objects)
+		runtime.KeepAlive(o)
+		runtime.KeepAlive(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
+	b.ReportMetric(float64(kept)/(1<<20), "kept-MB")
+	b.ReportMetric(float64(keptObjects), "kept-objects")
+}
+
+// BenchmarkRead50k reads and scans a 50,000-object dump: 4 in 5 objects of kinds a rule reads.
+func BenchmarkRead50k(b *testing.B) { benchmarkRead(b, dumpMix{objects: 50_000, used: 4}) }
+
+// BenchmarkRead200k reads and scans a 200,000-object dump (a big cluster's `kubectl get -A`) of the same mix.
+func BenchmarkRead200k(b *testing.B) { benchmarkRead(b, dumpMix{objects: 200_000, used: 4}) }
+
+// BenchmarkRead200kFewUsed reads and scans a 200,000-object dump in which 1 in 5 objects is of a kind a rule reads
+// (a hook Job): as many kept objects as a 50,000-object dump of the first mix would keep Jobs, in a dump 4 times
+// larger.
+func BenchmarkRead200kFewUsed(b *testing.B) { benchmarkRead(b, dumpMix{objects: 200_000, used: 1}) }
