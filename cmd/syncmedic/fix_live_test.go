@@ -84,7 +84,7 @@ func findingOf(r syncmedic.Report, rule syncmedic.RuleID, app string) (syncmedic
 func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
-		Accounts: []string{"viewer"},
+		Accounts: []string{"viewer", "nobody"},
 		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
 	})
 	t.Setenv("ARGOCD_AUTH_TOKEN", "") // the token comes from --argocd-token-file only
@@ -92,6 +92,8 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 	adminFile, viewerFile := filepath.Join(dir, "admin-token"), filepath.Join(dir, "viewer-token")
 	require.NoError(t, os.WriteFile(adminFile, []byte(argo.AdminToken(t)+"\n"), 0o600))
 	require.NoError(t, os.WriteFile(viewerFile, []byte(argo.Token(t, "viewer")+"\n"), 0o600))
+	nobodyFile := filepath.Join(dir, "nobody-token") // an account with no role: argocd-server lists it no application
+	require.NoError(t, os.WriteFile(nobodyFile, []byte(argo.Token(t, "nobody")+"\n"), 0o600))
 	flags := func(tokenFile string) []string {
 		return []string{"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", tokenFile,
 			"--hook-finalizer-threshold", "1ms"}
@@ -150,14 +152,34 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "the Job is gone once its last finalizer is")
 	})
 
-	t.Run("a second fix --yes is a no-op that exits 0", func(t *testing.T) {
+	t.Run("a second fix --yes of an incident serve stored is already fixed, exit 0, and changes nothing", func(t *testing.T) {
 		after := stored(t, argo, appName, job)
-		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes"}, flags(adminFile)...)...)
+		stateFile := filepath.Join(dir, "state.json")
+		opened := time.Unix(1773144000, 0).UTC()
+		require.NoError(t, (&syncmedic.FileStore{Path: stateFile}).Save(context.Background(), []syncmedic.Incident{{
+			ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: appName, State: syncmedic.StateRemediating,
+			Finding: f, OpenedAt: opened, UpdatedAt: opened}}))
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint + "-1773144000", "--yes", "--state-file", stateFile}, flags(adminFile)...)...)
 		require.Equal(t, exitOK, code, errOut)
-		require.Contains(t, out, "No current finding has fingerprint "+f.Fingerprint+": nothing to fix")
+		require.Contains(t, out, "Already fixed: the live scan no longer finds it (incident "+f.Fingerprint+"-1773144000")
 		require.Equal(t, after, stored(t, argo, appName, job))
 
 		code, _, errOut = runCLI(t, append([]string{"scan"}, flags(adminFile)...)...)
 		require.Equal(t, exitOK, code, "nothing is stuck any more: %s", errOut)
+	})
+
+	t.Run("without the store the same fingerprint exits 2: fixed and never seen look alike", func(t *testing.T) {
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes"}, flags(adminFile)...)...)
+		require.Equal(t, exitUsage, code, out+errOut)
+		require.Contains(t, errOut, "no current finding has ID "+f.Fingerprint)
+		require.NotContains(t, out, "Already fixed")
+	})
+
+	t.Run("an account that may get no application never calls the stored incident fixed, exit 3", func(t *testing.T) {
+		stateFile := filepath.Join(dir, "state.json")
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--state-file", stateFile}, flags(nobodyFile)...)...)
+		require.Equal(t, exitFailed, code, out+errOut)
+		require.Contains(t, errOut, "applications, get")
+		require.NotContains(t, out, "Already fixed")
 	})
 }
