@@ -56,3 +56,27 @@ fuzz:
 # Only the fast unit tests: no control plane needed.
 test-unit:
 	go test -short -count=1 ./...
+
+# The container image (Dockerfile): `make image IMAGE=registry.example.com/syncmedic:v0.2.0 [PUSH=1]`. With docker
+# buildx: builds the Dockerfile (--load into the local engine, or --push with PUSH=1; PLATFORMS=linux/amd64,linux/arm64
+# needs PUSH=1). Without docker, with ko: builds ./cmd/syncmedic on the same pinned distroless base, pushed with PUSH=1,
+# else written to dist/syncmedic-image.tar (`docker load -i`, `kind load image-archive`). VERSION (default: IMAGE's tag)
+# is stamped into `syncmedic version`. Then point the manifests at it: README, "Use your own image".
+IMAGE ?= ghcr.io/syncmedic/syncmedic:v0.1.0
+VERSION ?= $(lastword $(subst :, ,$(IMAGE)))
+PLATFORMS ?= linux/amd64
+.PHONY: image
+image:
+	@if docker buildx version >/dev/null 2>&1; then \
+	  set -x; docker buildx build --platform '$(PLATFORMS)' --build-arg VERSION='$(VERSION)' -t '$(IMAGE)' \
+	    $(if $(PUSH),--push,--load) . ; \
+	elif command -v ko >/dev/null 2>&1; then \
+	  base=$$(sed -n 's/^FROM \(gcr.io\/distroless[^ ]*\).*/\1/p' Dockerfile); image='$(IMAGE)'; \
+	  set -x; KO_DOCKER_REPO="$${image%:*}" KO_DEFAULTBASEIMAGE="$$base" CGO_ENABLED=0 \
+	    GOFLAGS="-trimpath -buildvcs=false -ldflags=-X=github.com/syncmedic/syncmedic.Version=$(VERSION)" \
+	    ko build --bare --platform='$(PLATFORMS)' --tags="$${image##*:}" \
+	    $(if $(PUSH),,--push=false --tarball=dist/syncmedic-image.tar) ./cmd/syncmedic ; \
+	else \
+	  echo "make image: needs docker with buildx (https://docs.docker.com/build/) or ko (https://ko.build); neither is on PATH" >&2; \
+	  exit 1; \
+	fi
