@@ -1,0 +1,86 @@
+package manifests
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// chartDir is the Helm chart, relative to this package.
+const chartDir = "../charts/syncmedic"
+
+// helmTemplate runs the real helm CLI (bin/helm, built by hack/helm-tools.sh) as `helm template release chartDir
+// -n namespace --set …` and returns the objects it renders.
+func helmTemplate(t *testing.T, release, namespace string, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := runHelm(t, release, namespace, set...)
+	require.NoError(t, err)
+	return decodeObjects(t, out)
+}
+
+// runHelm runs `helm template` and returns its standard output; the error carries its standard error.
+func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, error) {
+	t.Helper()
+	args := []string{"template", release, chartDir, "--namespace", namespace}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(helmBinary(t), args...)
+	// A private helm home: nothing read from or written to the user's helm configuration.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(stderr.String())
+	}
+	return out, nil
+}
+
+// helmBinary is bin/helm; under -short (no tools) the test is skipped.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs bin/helm (make tools-helm); skipped under -short")
+	}
+	bin, err := testenv.BinDir()
+	require.NoError(t, err)
+	path := filepath.Join(bin, "helm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("helm not found in %s: run `make tools-helm` first", bin)
+	}
+	return path
+}
+
+// decodeObjects splits a multi-document YAML stream into objects, skipping empty documents.
+func decodeObjects(t *testing.T, stream []byte) []*unstructured.Unstructured {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			return objs
+		}
+		require.NoError(t, err)
+		var m map[string]interface{}
+		require.NoError(t, yaml.Unmarshal(doc, &m))
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
