@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/snapshot"
@@ -67,34 +69,19 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	sources, err := liveSources(&o.live, o.thresholds)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
 	var known *syncmedic.Incident
 	if store != nil {
 		if known, err = storedIncident(cmd.Context(), store, id); err != nil {
 			return &exitError{code: exitFailed, err: fmt.Errorf("reading the incident store: %w", err)}
 		}
 	}
-	now := time.Now()
-	var found *syncmedic.Finding
-	var problems []string
-	for _, s := range sources {
-		fs, ps, err := s.scan(cmd.Context(), now)
-		if err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w", s.name, err)}
-		}
-		problems = append(problems, ps...)
-		for i := range fs {
-			if fs[i].Fingerprint == id.fingerprint {
-				found = &fs[i]
-			}
-		}
+	found, problems, err := scanFor(cmd.Context(), &o.live, o.thresholds, id.fingerprint)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if found == nil {
-		return notFound(out, o, id, store != nil, known, problems)
+		return notFound(cmd.Context(), out, o, id, store != nil, known, problems)
 	}
 	if id.incident != "" {
 		fmt.Fprintf(out, "Incident %s is the finding %s.\n", id.incident, id.fingerprint)
@@ -102,9 +89,36 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	return applyFix(cmd, o, *found)
 }
 
-// notFound explains an ID the live scan does not report: gone (exit 0) only when the store knows it and the scan
-// covered it; otherwise exit 2, since an ID never seen, or a finding the scan did not look for, is not fixed.
-func notFound(out io.Writer, o *fixOptions, id fixID, haveStore bool, known *syncmedic.Incident, problems []string) error {
+// scanFor scans every live source once and returns the finding with fingerprint (nil when none has it) and the
+// problems the sources met. A source that fails fails the scan (exit 3): what was not read proves nothing.
+func scanFor(ctx context.Context, o *liveOptions, th snapshot.Thresholds, fingerprint string) (*syncmedic.Finding, []string, error) {
+	sources, err := liveSources(o, th)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	now := time.Now()
+	var found *syncmedic.Finding
+	var problems []string
+	for _, s := range sources {
+		fs, ps, err := s.scan(ctx, now)
+		if err != nil {
+			return nil, nil, &exitError{code: exitFailed, err: fmt.Errorf("%s: %w", s.name, err)}
+		}
+		problems = append(problems, ps...)
+		for i := range fs {
+			if fs[i].Fingerprint == fingerprint {
+				found = &fs[i]
+			}
+		}
+	}
+	return found, problems, nil
+}
+
+// notFound explains an ID the live scan does not report. It is gone (exit 0) only when the store knows it, the scan
+// covered it, and a second scan that judges with no threshold at all (serve's policy may use lower ones than these)
+// does not find its condition either; otherwise exit 2, since an ID never seen, a finding the scan did not look for,
+// or a condition that still holds, is not fixed.
+func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveStore bool, known *syncmedic.Incident, problems []string) error {
 	if known == nil {
 		how := "`syncmedic scan` with the same flags lists the current findings, each with its `fix:` command (-o yaml)"
 		if !haveStore {
@@ -116,8 +130,27 @@ func notFound(out io.Writer, o *fixOptions, id fixID, haveStore bool, known *syn
 	if ok, why := coverage(f, &o.live, problems); !ok {
 		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
 	}
+	still, more, err := scanFor(ctx, &o.live, floorThresholds(), id.fingerprint)
+	if err != nil {
+		return err
+	}
+	if ok, why := coverage(f, &o.live, more); !ok {
+		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
+	}
+	if still != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s is not fixed: its condition still holds (%s), only not yet for as long as the thresholds given require; give the thresholds serve's policy uses (--*-threshold) to fix it now", known.ID, still.Summary)}
+	}
 	fmt.Fprintf(out, "Already fixed: the live scan no longer finds it (incident %s, %s on %s, %s in the store).\n", known.ID, f.Rule, f.Object, known.State)
 	return nil
+}
+
+// floorThresholds sets every --*-threshold to 1ns, so a scan reports each condition as soon as it holds.
+func floorThresholds() snapshot.Thresholds {
+	th := snapshot.DefaultThresholds()
+	flags := &cobra.Command{}
+	addThresholdFlags(flags, &th)
+	flags.Flags().VisitAll(func(f *pflag.Flag) { _ = f.Value.Set("1ns") })
+	return th
 }
 
 // applyFix applies (or, without --yes, plans) the remedy of a current finding.
