@@ -21,11 +21,17 @@ import (
 	"github.com/syncmedic/syncmedic/notify"
 )
 
-// installMonitoringCRDs installs the ServiceMonitor and PrometheusRule CRDs of the prometheus-operator
-// (testdata/crds, copied from its module) into env.
+// installMonitoringCRDs installs the ServiceMonitor and PrometheusRule CRDs of the prometheus-operator, copied from its
+// module by `make tools-helm`, into env.
 func installMonitoringCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "crds")}, ErrorIfPathMissing: true})
+	bin, err := testenv.BinDir()
+	require.NoError(t, err)
+	dir := filepath.Join(bin, "crds-prometheus-operator")
+	if _, err := os.Stat(filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml")); err != nil {
+		t.Fatalf("prometheus-operator CRDs not found in %s: run `make tools-helm` first", dir)
+	}
+	_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
 	require.NoError(t, err)
 }
 
