@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -23,7 +27,9 @@ type serveComponent struct {
 	// flags adds the component's flags to serve's flag set. The values are read in start.
 	flags func(fs *pflag.FlagSet)
 	// start builds the component once flags are parsed. A component that is not configured returns zero parts and
-	// a nil error (serve logs what runs). It must not block: long-running work goes into parts.Sources.
+	// a nil error (serve logs what runs). It must not block and must not need its peer: an error from start is a
+	// configuration error that stops serve with exit code 2, so anything that needs Argo CD or the apiserver to
+	// answer goes into parts.Sources (see lateSource), where an outage delays the component and nothing else.
 	start func(ctx context.Context, d serveDeps) (serveParts, error)
 }
 
@@ -54,8 +60,14 @@ type serveParts struct {
 	Remediers syncmedic.Remediers
 	// Handlers are served on --listen, by path ("/flux/events").
 	Handlers map[string]http.Handler
-	// Ready, when set, must return nil for /readyz to pass.
+	// Ready, when set, must return nil for /readyz to pass; /readyz names the component and shows the error.
 	Ready func() error
+}
+
+// contributes reports whether the component runs anything (a component that is not configured contributes nothing
+// and is left out of /readyz).
+func (p serveParts) contributes() bool {
+	return len(p.Sources) > 0 || len(p.Handlers) > 0 || p.Ready != nil
 }
 
 var serveComponents []serveComponent
@@ -110,4 +122,96 @@ func mergeRemedier(have, add syncmedic.Remedier) (syncmedic.Remedier, error) {
 		return d, nil
 	}
 	return nil, errors.New("two components apply it and neither delegates to the other")
+}
+
+// lateSource is a source that can only be built once its peer answers (argocd-server, the apiserver): Run calls
+// build with exponential backoff until it succeeds, then runs what it built. Until then Ready names the peer and
+// the last error, so /readyz shows why, and nothing else in serve waits for it.
+type lateSource[S syncmedic.Source] struct {
+	// peer names what build needs, for logs and /readyz ("argocd-server argocd-server.argocd.svc:443").
+	peer  string
+	build func(ctx context.Context) (S, error)
+	// backOff returns the wait between attempts (default newConnectBackOff).
+	backOff func() backoff.BackOff
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	src      S
+	built    bool
+	attempts int
+	err      error
+}
+
+// connectInterval and connectMaxInterval bound the wait between attempts to reach a peer: soon enough that a peer
+// coming back is noticed within half a minute, slow enough not to hammer one that is down.
+const (
+	connectInterval    = 500 * time.Millisecond
+	connectMaxInterval = 30 * time.Second
+)
+
+// newConnectBackOff waits 0.5s, 0.75s, … up to 30s (±50% jitter) between attempts, forever.
+func newConnectBackOff() backoff.BackOff {
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(connectInterval),
+		backoff.WithMaxInterval(connectMaxInterval), backoff.WithMaxElapsedTime(0))
+}
+
+var _ syncmedic.Source = (*lateSource[syncmedic.Source])(nil)
+
+// Run builds the source, retrying until ctx ends, then runs it.
+func (l *lateSource[S]) Run(ctx context.Context, sink syncmedic.Sink) error {
+	newBackOff := l.backOff
+	if newBackOff == nil {
+		newBackOff = newConnectBackOff
+	}
+	op := func() (S, error) {
+		src, err := l.build(ctx)
+		l.mu.Lock()
+		l.attempts++
+		l.err = err
+		if err == nil {
+			l.src, l.built = src, true
+		}
+		l.mu.Unlock()
+		return src, err
+	}
+	notify := func(err error, wait time.Duration) {
+		l.log.Warn("cannot reach "+l.peer+" yet; retrying", "error", err, "retryIn", wait.Round(time.Millisecond))
+	}
+	src, err := backoff.RetryNotifyWithData(op, backoff.WithContext(newBackOff(), ctx), notify)
+	if err != nil {
+		return nil // ctx ended: the backoff never gives up on its own
+	}
+	l.log.Info("connected to "+l.peer, "attempts", l.Attempts())
+	return src.Run(ctx, sink)
+}
+
+// Source returns what build returned, once it succeeded.
+func (l *lateSource[S]) Source() (S, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.src, l.built
+}
+
+// Attempts counts the calls of build so far.
+func (l *lateSource[S]) Attempts() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.attempts
+}
+
+// Ready returns nil once the source is built and ready (by ready, when given), else why not.
+func (l *lateSource[S]) Ready(ready func(S) error) error {
+	l.mu.Lock()
+	src, built, attempts, err := l.src, l.built, l.attempts, l.err
+	l.mu.Unlock()
+	switch {
+	case built && ready != nil:
+		return ready(src)
+	case built:
+		return nil
+	case attempts == 0:
+		return errors.New("connecting to " + l.peer)
+	default:
+		return fmt.Errorf("cannot reach %s (%d attempts, retrying): %w", l.peer, attempts, err)
+	}
 }

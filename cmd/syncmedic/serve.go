@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -177,10 +178,14 @@ type daemon struct {
 	stage      *syncmedic.RemediationStage
 	parts      []serveParts
 	names      []string
+	// failed holds each component's last source failure; ready and beat back /readyz and /healthz.
+	failed []*sourceState
+	ready  readiness
+	beat   *heartbeat
 }
 
 func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, policy *policyHolder, log *slog.Logger) (*daemon, error) {
-	d := &daemon{o: o, log: log, reg: prometheus.NewRegistry(), policy: policy}
+	d := &daemon{o: o, log: log, reg: prometheus.NewRegistry(), policy: policy, beat: newHeartbeat(time.Now)}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	identity := replicaIdentity(o.identity)
 	leading := func() bool { return true }
@@ -218,7 +223,19 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 			}
 			remediers[a] = merged
 		}
-		d.parts, d.names = append(d.parts, p), append(d.names, c.name)
+		d.parts, d.names, d.failed = append(d.parts, p), append(d.names, c.name), append(d.failed, &sourceState{})
+		if p.contributes() {
+			failed, ready := d.failed[len(d.failed)-1], p.Ready
+			d.ready.add(c.name, func() error {
+				if err := failed.get(); err != nil {
+					return err
+				}
+				if ready != nil {
+					return ready()
+				}
+				return nil
+			})
+		}
 	}
 	store, err := stateStore(o, kube, log)
 	if err != nil {
@@ -259,13 +276,15 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	for i, p := range d.parts {
 		for _, s := range p.Sources {
-			goRun(d.names[i], func(ctx context.Context) error { return s.Run(ctx, d.tracker) })
+			goRun(d.names[i], func(ctx context.Context) error { d.runSource(ctx, i, s); return nil })
 		}
 		d.log.Info("component started", "component", d.names[i], "sources", len(p.Sources), "handlers", sortedKeys(p.Handlers))
 	}
 	goRun("notify", func(ctx context.Context) error { d.dispatcher.Run(ctx); return nil })
 	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); return nil })
 	goRun("policy", d.policy.reload)
+	// Note takes the tracker's lock, which every evaluation, notification and remedy goes through.
+	goRun("heartbeat", func(ctx context.Context) error { d.beat.run(ctx, func() { d.tracker.Note("", "") }); return nil })
 	if d.elector != nil {
 		goRun("leader election", d.elector.Run)
 	}
@@ -285,19 +304,8 @@ func (d *daemon) run(ctx context.Context) error {
 
 func (d *daemon) mux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		for i, p := range d.parts {
-			if p.Ready == nil {
-				continue
-			}
-			if err := p.Ready(); err != nil {
-				http.Error(w, d.names[i]+": "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("/healthz", d.beat.healthz)
+	mux.Handle("/readyz", &d.ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	for _, p := range d.parts {
 		for path, h := range p.Handlers {
@@ -305,6 +313,37 @@ func (d *daemon) mux() *http.ServeMux {
 		}
 	}
 	return mux
+}
+
+// runSource runs s until ctx ends. When s stops with an error, /readyz shows the error under the component's name
+// and s runs again after a backoff: one source failing stops neither the others nor the receiver.
+func (d *daemon) runSource(ctx context.Context, i int, s syncmedic.Source) {
+	b := backoff.WithContext(newConnectBackOff(), ctx)
+	for {
+		started := time.Now()
+		err := s.Run(ctx, d.tracker)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		if time.Since(started) > connectMaxInterval {
+			b.Reset() // it ran for a while: this is a new failure, not the same one again
+		}
+		wait := b.NextBackOff()
+		err = fmt.Errorf("stopped, restarting in %s: %w", wait.Round(time.Millisecond), err)
+		d.failed[i].set(err)
+		d.log.Error("source stopped", "component", d.names[i], "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		d.failed[i].set(nil)
+	}
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, grace time.Duration) error {

@@ -3,10 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	versionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
@@ -18,6 +28,9 @@ type argoCDServeOptions struct {
 	instance  string
 	resync    time.Duration
 	leakCheck string
+	caFile    string
+	// backOff paces the attempts to reach argocd-server (default newConnectBackOff; tests make it quick).
+	backOff func() backoff.BackOff
 	// fs is serve's flag set: the shared --argocd-* flags may already be defined there (by addLiveFlags), so they
 	// are read back from it by name when the component starts.
 	fs *pflag.FlagSet
@@ -44,6 +57,7 @@ func (o *argoCDServeOptions) read() error {
 	str("argocd-selector", &o.selector)
 	str("argocd-app-namespace", &o.appNamespace)
 	str("argocd-url", &o.uiURL)
+	str("argocd-ca-file", &o.caFile)
 	if err == nil {
 		o.projects, err = o.fs.GetStringSlice("argocd-project")
 	}
@@ -58,6 +72,9 @@ func init() {
 			o.fs = fs
 			if fs.Lookup("argocd-server") == nil {
 				addArgoCDFlags(fs, &o.argoCDFlags)
+			}
+			if fs.Lookup("argocd-ca-file") == nil {
+				fs.StringVar(&o.caFile, "argocd-ca-file", "", "PEM file of the CA that signs argocd-server's certificate (its default certificate is self-signed: give that certificate itself)")
 			}
 			fs.StringVar(&o.instance, "argocd-instance", "", "name of this Argo CD in findings and subjects, when syncmedic watches more than one")
 			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
@@ -87,19 +104,23 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if err != nil {
 		return serveParts{}, fmt.Errorf("--argocd-hook-leak-check: %w", err)
 	}
-	log := d.Log.With("component", "argocd")
-	c, err := argocd.Dial(o.clientOptions())
-	if err != nil {
+	opts := o.clientOptions()
+	opts.CAFile = o.caFile
+	if err := opts.Validate(); err != nil {
 		return serveParts{}, err
 	}
+	log := d.Log.With("component", "argocd")
+	// The watcher and the remedies are built now, on a connection made in the background: an unreachable
+	// argocd-server delays the Argo CD part and nothing else.
+	conn := &argoConn{}
 	w, err := argocd.NewWatcher(argocd.WatcherOptions{
-		Client: c, Instance: o.instance, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace,
+		Client: conn, Instance: o.instance, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace,
 		UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Resync: o.resync, HookLeakCheck: leakCheck, Log: log,
 	})
 	if err != nil {
 		return serveParts{}, err
 	}
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: log})
+	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: conn, Log: log})
 	if err != nil {
 		return serveParts{}, err
 	}
@@ -109,17 +130,134 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if d.Metrics != nil {
 		registerWatcherMetrics(d.Metrics, w, o.instance)
 	}
-	src := syncmedic.SourceFunc(func(ctx context.Context, sink syncmedic.Sink) error {
-		defer c.Close()
-		if d.Policy != nil {
-			// Warn now, not at the first incident, when the account cannot apply what the policy sets to auto.
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			argocd.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
-			cancel()
-		}
-		return w.Run(ctx, sink)
-	})
-	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: w.Ready}, nil
+	src := &lateSource[syncmedic.Source]{peer: "argocd-server " + opts.ServerAddr, log: log, backOff: o.backOff,
+		build: func(ctx context.Context) (syncmedic.Source, error) {
+			c, err := argocd.DialContext(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			conn.set(c)
+			return syncmedic.SourceFunc(func(ctx context.Context, sink syncmedic.Sink) error {
+				defer c.Close()
+				if d.Policy != nil {
+					// Warn now, not at the first incident, when the account cannot apply what the policy sets to auto.
+					pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					argocd.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
+					cancel()
+				}
+				return w.Run(ctx, sink)
+			}), nil
+		}}
+	ready := func() error { return src.Ready(func(syncmedic.Source) error { return w.Ready() }) }
+	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: ready}, nil
+}
+
+// argoConn is the Argo CD client of serve's watcher and remedies: it forwards to the connection once one is made,
+// and until then answers every call with codes.Unavailable, the error of an unreachable server.
+type argoConn struct {
+	c atomic.Pointer[argocd.APIClient]
+}
+
+var (
+	_ argocd.Client        = (*argoConn)(nil)
+	_ argocd.AccountClient = (*argoConn)(nil)
+)
+
+func (a *argoConn) set(c *argocd.APIClient) { a.c.Store(c) }
+
+func (a *argoConn) get() (*argocd.APIClient, error) {
+	if c := a.c.Load(); c != nil {
+		return c, nil
+	}
+	return nil, status.Error(codes.Unavailable, "argocd-server: not connected yet")
+}
+
+func (a *argoConn) Watch(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (application.ApplicationService_WatchClient, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.Watch(ctx, in, opts...)
+}
+
+func (a *argoConn) List(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationList, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx, in, opts...)
+}
+
+func (a *argoConn) Get(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.Application, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, in, opts...)
+}
+
+func (a *argoConn) ResourceTree(ctx context.Context, in *application.ResourcesQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationTree, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.ResourceTree(ctx, in, opts...)
+}
+
+func (a *argoConn) GetResource(ctx context.Context, in *application.ApplicationResourceRequest, opts ...grpc.CallOption) (*application.ApplicationResourceResponse, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.GetResource(ctx, in, opts...)
+}
+
+func (a *argoConn) PatchResource(ctx context.Context, in *application.ApplicationResourcePatchRequest, opts ...grpc.CallOption) (*application.ApplicationResourceResponse, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.PatchResource(ctx, in, opts...)
+}
+
+func (a *argoConn) TerminateOperation(ctx context.Context, in *application.OperationTerminateRequest, opts ...grpc.CallOption) (*application.OperationTerminateResponse, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.TerminateOperation(ctx, in, opts...)
+}
+
+func (a *argoConn) Sync(ctx context.Context, in *application.ApplicationSyncRequest, opts ...grpc.CallOption) (*v1alpha1.Application, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.Sync(ctx, in, opts...)
+}
+
+func (a *argoConn) GetApplicationSyncWindows(ctx context.Context, in *application.ApplicationSyncWindowsQuery, opts ...grpc.CallOption) (*application.ApplicationSyncWindowsResponse, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.GetApplicationSyncWindows(ctx, in, opts...)
+}
+
+func (a *argoConn) Version(ctx context.Context, in *emptypb.Empty, opts ...grpc.CallOption) (*versionpkg.VersionMessage, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.Version(ctx, in, opts...)
+}
+
+func (a *argoConn) CanI(ctx context.Context, in *accountpkg.CanIRequest, opts ...grpc.CallOption) (*accountpkg.CanIResponse, error) {
+	c, err := a.get()
+	if err != nil {
+		return nil, err
+	}
+	return c.CanI(ctx, in, opts...)
 }
 
 // registerWatcherMetrics exposes the watcher's counters: events, live-state API calls (zero for healthy apps),

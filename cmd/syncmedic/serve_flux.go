@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
 )
 
@@ -63,26 +64,6 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 	} else {
 		log.Warn("no --flux-hmac-token-file: Flux events are accepted without a signature (use a generic-hmac Provider and give its token)")
 	}
-	var watcher *flux.Watcher
-	if d.Kube != nil && o.watch {
-		served, err := helmReleasesServed(d)
-		if err != nil {
-			return serveParts{}, err
-		}
-		if served {
-			ns, name, ok := strings.Cut(o.controller, "/")
-			if !ok || ns == "" || name == "" {
-				return serveParts{}, fmt.Errorf("--flux-controller-deployment %q: want namespace/name", o.controller)
-			}
-			watcher, err = flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
-				ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}})
-			if err != nil {
-				return serveParts{}, err
-			}
-		} else {
-			log.Info("the cluster does not serve helm.toolkit.fluxcd.io/v2 HelmReleases: the HelmRelease watch is off")
-		}
-	}
 	receiver, err := flux.NewReceiver(flux.ReceiverOptions{
 		Token: token, MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
 		Handle: func(_ context.Context, ev *flux.Event) {
@@ -96,9 +77,13 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 	}
 	parts := serveParts{Handlers: map[string]http.Handler{flux.EventsPath: receiver}}
 	parts.Sources = append(parts.Sources, receiver)
-	if watcher == nil {
+	if d.Kube == nil || !o.watch {
 		log.Info("flux: only the event receiver runs (no HelmRelease watch, no reconcile remedies)", "path", flux.EventsPath)
 		return parts, nil
+	}
+	ns, name, ok := strings.Cut(o.controller, "/")
+	if !ok || ns == "" || name == "" {
+		return serveParts{}, fmt.Errorf("--flux-controller-deployment %q: want namespace/name", o.controller)
 	}
 	scheme := runtime.NewScheme()
 	if err := helmv2.AddToScheme(scheme); err != nil {
@@ -108,13 +93,50 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 	if err != nil {
 		return serveParts{}, fmt.Errorf("flux: %w", err)
 	}
-	parts.Sources = append(parts.Sources, watcher)
+	// Whether the cluster serves HelmReleases is asked in the background, so an unreachable apiserver delays the
+	// watch and not the receiver.
+	watch := &lateSource[syncmedic.Source]{peer: "the apiserver", log: log, build: func(context.Context) (syncmedic.Source, error) {
+		served, err := helmReleasesServed(d)
+		if err != nil {
+			return nil, err
+		}
+		if !served {
+			log.Info("the cluster does not serve helm.toolkit.fluxcd.io/v2 HelmReleases: the HelmRelease watch is off")
+			return idleSource{}, nil
+		}
+		w, err := flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
+			ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("flux: watching HelmReleases and receiving events", "path", flux.EventsPath, "namespaces", o.namespaces, "signed", len(token) > 0)
+		return w, nil
+	}}
+	parts.Sources = append(parts.Sources, watch)
 	parts.Remediers = flux.NewReconcileRequester(c).Remediers()
-	parts.Ready = watcher.Ready
-	d.Triggers.Handle("flux/", watcher.Trigger)
-	log.Info("flux: watching HelmReleases and receiving events", "path", flux.EventsPath, "namespaces", o.namespaces, "signed", len(token) > 0)
+	parts.Ready = func() error {
+		return watch.Ready(func(s syncmedic.Source) error {
+			if w, ok := s.(*flux.Watcher); ok {
+				return w.Ready()
+			}
+			return nil
+		})
+	}
+	d.Triggers.Handle("flux/", func(subject string) {
+		if s, ok := watch.Source(); ok {
+			if w, ok := s.(*flux.Watcher); ok {
+				w.Trigger(subject)
+			}
+		}
+	})
 	return parts, nil
 }
+
+// idleSource runs until ctx ends and reports nothing: what a component has to watch when the cluster does not
+// serve its kind.
+type idleSource struct{}
+
+func (idleSource) Run(ctx context.Context, _ syncmedic.Sink) error { <-ctx.Done(); return nil }
 
 // helmReleasesServed reports whether the cluster serves helm.toolkit.fluxcd.io/v2 HelmReleases.
 func helmReleasesServed(d serveDeps) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/syncmedic/syncmedic"
@@ -37,19 +38,35 @@ func startKube(_ context.Context, d serveDeps, o *kubeOptions) (serveParts, erro
 		return serveParts{}, nil
 	}
 	log := d.Log.With("component", "kube")
-	scanner, err := kube.NewScanner(kube.ScannerOptions{Config: d.Kube, Cluster: o.cluster, Kinds: o.kinds, Thresholds: d.Thresholds.Kube, Log: log})
-	if err != nil {
-		return serveParts{}, fmt.Errorf("kube: %w", err)
-	}
 	dyn, err := dynamic.NewForConfig(d.Kube)
 	if err != nil {
 		return serveParts{}, fmt.Errorf("kube: %w", err)
 	}
-	d.Triggers.Handle("kube/", scanner.Trigger)
-	log.Info("kube: cluster checks", "subject", scanner.Subject(), "watched", strings.Join(scanner.Watched(), ","))
+	// The scanner learns which kinds the cluster serves when it is built: build it once the apiserver answers, in
+	// the background, so an unreachable apiserver delays the checks and nothing else.
+	checks := &lateSource[*kube.Scanner]{peer: "the apiserver", log: log, build: func(context.Context) (*kube.Scanner, error) {
+		dc, err := discovery.NewDiscoveryClientForConfig(d.Kube)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := dc.ServerVersion(); err != nil {
+			return nil, err
+		}
+		scanner, err := kube.NewScanner(kube.ScannerOptions{Config: d.Kube, Cluster: o.cluster, Kinds: o.kinds, Thresholds: d.Thresholds.Kube, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("kube: cluster checks", "subject", scanner.Subject(), "watched", strings.Join(scanner.Watched(), ","))
+		return scanner, nil
+	}}
+	d.Triggers.Handle("kube/", func(subject string) {
+		if s, ok := checks.Source(); ok {
+			s.Trigger(subject)
+		}
+	})
 	return serveParts{
-		Sources:   []syncmedic.Source{scanner},
+		Sources:   []syncmedic.Source{checks},
 		Remediers: syncmedic.Remediers{syncmedic.ActionForceFinalizerRemoval: kube.NewWorkflowRemedier(dyn)},
-		Ready:     scanner.Ready,
+		Ready:     func() error { return checks.Ready(func(s *kube.Scanner) error { return s.Ready() }) },
 	}, nil
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// fluxEvent is a helm-controller event as the notification-controller forwards it.
+const fluxEvent = `{"involvedObject":{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","namespace":"apps","name":"redis"},` +
+	`"severity":"info","timestamp":"2026-03-10T12:00:00Z","message":"Helm upgrade succeeded","reason":"UpgradeSucceeded","reportingController":"helm-controller"}`
+
+func postEvent(base string) (int, string) {
+	resp, err := http.Post(base+"/flux/events", "application/json", bytes.NewBufferString(fluxEvent))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Status
+}
+
+// TestServeOutlivesArgoCDOutages runs serve against the real argocd-server behind a proxy that can refuse
+// connections: Argo CD unreachable at start, then reachable, then unreachable mid-run and back. serve stays up
+// throughout, /readyz names Argo CD while it is down and only then, and the Flux receiver and the cluster checks
+// keep working.
+func TestServeOutlivesArgoCDOutages(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"viewer"},
+		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
+	})
+	proxy := testenv.NewProxy(t, argo.Addr)
+	proxy.Down()
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("ARGOCD_AUTH_TOKEN", "")
+	addr, logs := freeAddr(t), &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--kubeconfig", env.Kubeconfig,
+			"--state-file", filepath.Join(t.TempDir(), "state.json"), "--argocd-server", proxy.Addr(), "--argocd-plaintext",
+			"--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer"))}, &lockedBuffer{}, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop after its context was cancelled")
+		}
+	})
+	base := "http://" + addr
+
+	steps := []struct {
+		name   string
+		do     func()
+		ready  int
+		argocd string
+	}{
+		{name: "with Argo CD down at start serve runs, unready, naming the unreachable argocd-server",
+			ready: http.StatusServiceUnavailable, argocd: "argocd: cannot reach argocd-server " + proxy.Addr()},
+		{name: "once Argo CD answers serve becomes ready without a restart",
+			do: proxy.Up, ready: http.StatusOK, argocd: "argocd: ok"},
+		{name: "when Argo CD goes away mid-run readiness names it again",
+			do: proxy.Down, ready: http.StatusServiceUnavailable, argocd: "argocd: argocd "},
+		{name: "when Argo CD is back serve is ready again",
+			do: proxy.Up, ready: http.StatusOK, argocd: "argocd: ok"},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			if step.do != nil {
+				step.do()
+			}
+			var code int
+			var body string
+			require.Eventually(t, func() bool {
+				code, body = get(base + "/readyz")
+				// The Flux watch and the cluster checks do not depend on Argo CD: they are ready at every step.
+				return code == step.ready && strings.Contains(body, step.argocd) &&
+					strings.Contains(body, "flux: ok\n") && strings.Contains(body, "kube: ok\n")
+			}, 90*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+			code, status := postEvent(base)
+			require.Equal(t, http.StatusAccepted, code, "the Flux receiver answers: %s", status)
+			code, body = get(base + "/healthz")
+			require.Equal(t, http.StatusOK, code, "an unreachable peer is not a wedged process: %s", body)
+			select {
+			case rc := <-done:
+				t.Fatalf("serve exited with %d:\n%s", rc, logs)
+			default:
+			}
+		})
+	}
+	require.Greater(t, proxy.Refused(), 0, "serve tried argocd-server while it was down")
+}
