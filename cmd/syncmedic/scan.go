@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -159,7 +158,7 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 				// Never an all-clear for a read that found nothing to judge.
 				why := "no Kubernetes object in it"
 				if len(s.Problems) > 0 {
-					why = fmt.Sprintf("no usable Kubernetes object in it (%d problem(s), first: %s)", len(s.Problems), problemText(s.Problems[0]))
+					why = fmt.Sprintf("no usable Kubernetes object in it (%d problem(s), first: %s)", len(s.Problems), s.Problems[0])
 				}
 				return nil, nil, fmt.Errorf("%s: nothing was checked; give files as `kubectl get … -o yaml|json` and `argocd app list -o json` print them (.yaml, .yml, .json; .txt and .log when they hold such a dump)", why)
 			}
@@ -167,7 +166,7 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 			obs := s.Observe()
 			var problems []string
 			for _, p := range append(s.Problems, obs.Problems...) {
-				problems = append(problems, problemText(p))
+				problems = append(problems, p.String())
 			}
 			return snapshot.Scan(obs, now, o.thresholds), problems, nil
 		}})
@@ -177,17 +176,4 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 		return nil, err
 	}
 	return append(out, live...), nil
-}
-
-// yamlErrLine is the "line N: " a YAML parser error starts with.
-var yamlErrLine = regexp.MustCompile(`^line \d+: `)
-
-// problemText renders a snapshot problem as "file:line: message" with the line once: the YAML parser's own
-// "line N: " (counted from the start of the document, not of the file) is dropped when the problem has its line.
-// snapshot's cleanErr leaves it in (see the report of issue 14 item 12); once it strips it, this changes nothing.
-func problemText(p snapshot.Problem) string {
-	if p.Line > 0 {
-		p.Err = yamlErrLine.ReplaceAllString(p.Err, "")
-	}
-	return p.String()
 }
