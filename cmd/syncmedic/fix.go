@@ -65,6 +65,10 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	if !o.live.argocd.enabled() && o.live.kubeconfig == "" {
 		return &exitError{code: exitUsage, err: errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN) for Argo CD remedies, --kubeconfig for Flux and Argo Workflows remedies")}
 	}
+	sources, err := liveSources(&o.live, o.thresholds)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	store, err := o.stateStore()
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -75,7 +79,7 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 			return &exitError{code: exitFailed, err: fmt.Errorf("reading the incident store: %w", err)}
 		}
 	}
-	found, problems, err := scanFor(cmd.Context(), &o.live, o.thresholds, id.fingerprint)
+	found, problems, err := scanFor(cmd.Context(), sources, id.fingerprint)
 	if err != nil {
 		return err
 	}
@@ -91,11 +95,7 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 
 // scanFor scans every live source once and returns the finding with fingerprint (nil when none has it) and the
 // problems the sources met. A source that fails fails the scan (exit 3): what was not read proves nothing.
-func scanFor(ctx context.Context, o *liveOptions, th snapshot.Thresholds, fingerprint string) (*syncmedic.Finding, []string, error) {
-	sources, err := liveSources(o, th)
-	if err != nil {
-		return nil, nil, &exitError{code: exitUsage, err: err}
-	}
+func scanFor(ctx context.Context, sources []findingSource, fingerprint string) (*syncmedic.Finding, []string, error) {
 	now := time.Now()
 	var found *syncmedic.Finding
 	var problems []string
@@ -130,7 +130,11 @@ func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveS
 	if ok, why := coverage(f, &o.live, problems); !ok {
 		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
 	}
-	still, more, err := scanFor(ctx, &o.live, floorThresholds(), id.fingerprint)
+	sources, err := liveSources(&o.live, floorThresholds())
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	still, more, err := scanFor(ctx, sources, id.fingerprint)
 	if err != nil {
 		return err
 	}
