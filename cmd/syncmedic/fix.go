@@ -127,8 +127,11 @@ func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveS
 		return &exitError{code: exitUsage, err: fmt.Errorf("ID %s was never seen: no current finding has fingerprint %s and no stored incident has this ID. %s; Slack messages show incident IDs", id.raw, id.fingerprint, how)}
 	}
 	f := known.Finding
-	if ok, why := coverage(f, &o.live, problems); !ok {
+	unconfirmed := func(why string) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
+	}
+	if ok, why := coverage(f, &o.live, problems); !ok {
+		return unconfirmed(why)
 	}
 	sources, err := liveSources(&o.live, floorThresholds())
 	if err != nil {
@@ -139,7 +142,7 @@ func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveS
 		return err
 	}
 	if ok, why := coverage(f, &o.live, more); !ok {
-		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s (%s on %s) is not in this live scan, but the scan cannot confirm it is gone: %s", known.ID, f.Rule, f.Object, why)}
+		return unconfirmed(why)
 	}
 	if still != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("incident %s is not fixed: its condition still holds (%s), only not yet for as long as the thresholds given require; give the thresholds serve's policy uses (--*-threshold) to fix it now", known.ID, still.Summary)}
