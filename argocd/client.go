@@ -243,6 +243,11 @@ func explainTLS(o ClientOptions, err error) error {
 			"or --argocd-insecure to skip verification: %w", o.ServerAddr, err)
 	case !o.PlainText && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return fmt.Errorf("argocd-server %s does not speak TLS (it runs with --insecure): give --argocd-plaintext: %w", o.ServerAddr, err)
+	case !o.PlainText && strings.Contains(msg, "authentication handshake failed") &&
+		(strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "EOF")):
+		// A plaintext argocd-server (--insecure) hangs up on a TLS ClientHello instead of answering it.
+		return fmt.Errorf("argocd-server %s hung up during the TLS handshake: if it runs with --insecure (plaintext), "+
+			"give --argocd-plaintext: %w", o.ServerAddr, err)
 	}
 	return err
 }
