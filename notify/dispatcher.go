@@ -2,20 +2,37 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/syncmedic/syncmedic"
 )
 
-// Destination is one named notifier ("slack", "webhook", "kubernetes-events").
+// Destination is one named notifier ("slack", "webhook", "kubernetes-events", "alertmanager").
 type Destination struct {
 	Name     string
 	Notifier Notifier
+	// Timeout bounds each attempt, so a connection that never answers fails the attempt, which is retried, instead
+	// of holding the destination; zero: DispatcherOptions.AttemptTimeout.
+	Timeout time.Duration
+	// Refresher, when set, is called every Refresher.RefreshInterval between deliveries, in the destination's own
+	// worker so that it never overtakes a queued transition (Alertmanager forgets an alert not re-sent before its
+	// endsAt).
+	Refresher Refresher
+}
+
+// Refresher is a destination that must hear again about what is still open, or it forgets it.
+type Refresher interface {
+	// RefreshInterval is how often Refresh runs.
+	RefreshInterval() time.Duration
+	// Refresh re-sends what is still open. A failure is logged and counted; the next interval tries again.
+	Refresh(ctx context.Context) error
 }
 
 // DispatcherOptions configure a Dispatcher; zero fields take the defaults.
@@ -24,9 +41,12 @@ type DispatcherOptions struct {
 	// (result "dropped"), never lost silently.
 	QueueSize int
 	// MinBackoff and MaxBackoff bound the exponential backoff between retries (defaults 1s and 5m); a destination's
-	// Retry-After replaces the backoff.
+	// Retry-After replaces the backoff. Retries never give up while the dispatcher runs: an outage delays a
+	// notification, it does not drop it.
 	MinBackoff, MaxBackoff time.Duration
-	Log                    *slog.Logger
+	// AttemptTimeout bounds each attempt of a destination without its own Timeout (default DefaultTimeout).
+	AttemptTimeout time.Duration
+	Log            *slog.Logger
 	// Registerer receives syncmedic_notifications_total{notifier,result} and syncmedic_notification_queue_length.
 	Registerer prometheus.Registerer
 }
@@ -38,6 +58,8 @@ type Dispatcher struct {
 	queues []*queue
 	sent   *prometheus.CounterVec
 	length *prometheus.GaugeVec
+	// after waits between retries (time.After; a test records the waits instead of asserting elapsed time).
+	after func(time.Duration) <-chan time.Time
 }
 
 type queue struct {
@@ -58,13 +80,16 @@ func NewDispatcher(o DispatcherOptions, dests ...Destination) *Dispatcher {
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(5*time.Minute, o.MinBackoff)
 	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = DefaultTimeout
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{o: o,
+	d := &Dispatcher{o: o, after: time.After,
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncmedic_notifications_total",
-			Help: "Notifications by notifier and result (sent, retried, failed, dropped).",
+			Help: "Notifications by notifier and result (sent, retried, failed, dropped; refreshed and refresh_failed for re-sends of what is still open).",
 		}, []string{"notifier", "result"}),
 		length: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncmedic_notification_queue_length", Help: "Events waiting per notifier.",
@@ -113,6 +138,12 @@ func (d *Dispatcher) Run(ctx context.Context) {
 }
 
 func (d *Dispatcher) work(ctx context.Context, q *queue) {
+	var refresh <-chan time.Time
+	if q.dest.Refresher != nil {
+		t := time.NewTicker(q.dest.Refresher.RefreshInterval())
+		defer t.Stop()
+		refresh = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,19 +151,59 @@ func (d *Dispatcher) work(ctx context.Context, q *queue) {
 				d.o.Log.Warn("shutting down with notifications not delivered", "notifier", q.dest.Name, "pending", n)
 			}
 			return
+		case <-refresh:
+			d.refresh(ctx, q.dest)
 		case ev := <-q.ch:
 			d.length.WithLabelValues(q.dest.Name).Set(float64(len(q.ch)))
-			d.deliver(ctx, q.dest, ev)
+			d.deliver(ctx, q.dest, ev, refresh)
 		}
 	}
 }
 
-// deliver retries ev until it is delivered, refused for good, or ctx ends. Later events wait: order is kept.
-func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic.Event) {
+// attempt calls the destination once under its per-attempt deadline. An attempt cut off by the deadline is retried
+// whatever the notifier said, since the destination may simply be slow.
+func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev syncmedic.Event) (bool, error) {
+	timeout := dest.Timeout
+	if timeout <= 0 {
+		timeout = d.o.AttemptTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	retry, err := dest.Notifier.Notify(actx, ev)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return true, fmt.Errorf("no answer within %s: %w", timeout, err)
+	}
+	return retry, err
+}
+
+// refresh re-sends what the destination still holds open, once, under the per-attempt deadline; it reports success.
+func (d *Dispatcher) refresh(ctx context.Context, dest Destination) bool {
+	timeout := dest.Timeout
+	if timeout <= 0 {
+		timeout = d.o.AttemptTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := dest.Refresher.Refresh(rctx); err != nil {
+		if ctx.Err() == nil {
+			d.sent.WithLabelValues(dest.Name, "refresh_failed").Inc()
+			d.o.Log.Warn("refresh failed; the next interval tries again", "notifier", dest.Name, "err", err)
+		}
+		return false
+	}
+	d.sent.WithLabelValues(dest.Name, "refreshed").Inc()
+	return true
+}
+
+// deliver retries ev until it is delivered, refused for good, or ctx ends. Later events wait: order is kept. The
+// destination's refresh keeps running while a retry waits, and a refresh that succeeds ends the wait (the
+// destination answers again).
+func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic.Event, refresh <-chan time.Time) {
 	log := d.o.Log.With("notifier", dest.Name, "incident", ev.Incident.ID, "event", ev.Kind, "rule", ev.Incident.Finding.Rule)
-	backoff := d.o.MinBackoff
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(d.o.MinBackoff), backoff.WithMaxInterval(d.o.MaxBackoff),
+		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0.2), backoff.WithMaxElapsedTime(0))
 	for attempt := 1; ; attempt++ {
-		retry, err := dest.Notifier.Notify(ctx, ev)
+		retry, err := d.attempt(ctx, dest, ev)
 		if err == nil {
 			d.sent.WithLabelValues(dest.Name, "sent").Inc()
 			return
@@ -142,22 +213,33 @@ func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic
 			log.Error("notification failed", "err", fmt.Errorf("attempt %d: %w", attempt, err), "retry", false)
 			return
 		}
-		wait := backoff
-		if ra, ok := RetryAfter(err); ok {
-			wait = ra
-		} else {
-			backoff = min(backoff*2, d.o.MaxBackoff)
+		wait, ok := RetryAfter(err)
+		if !ok {
+			wait = bo.NextBackOff()
 		}
 		d.sent.WithLabelValues(dest.Name, "retried").Inc()
 		log.Warn("notification will be retried", "err", fmt.Errorf("attempt %d: %w", attempt, err), "wait", wait.String())
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !d.wait(ctx, dest, wait, refresh) {
 			d.sent.WithLabelValues(dest.Name, "failed").Inc()
 			log.Warn("shutting down: notification not delivered", "attempts", attempt)
 			return
-		case <-t.C:
+		}
+	}
+}
+
+// wait waits before a retry, refreshing the destination when its interval comes; false when ctx ended.
+func (d *Dispatcher) wait(ctx context.Context, dest Destination, wait time.Duration, refresh <-chan time.Time) bool {
+	done := d.after(wait)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return true
+		case <-refresh:
+			if d.refresh(ctx, dest) {
+				return true
+			}
 		}
 	}
 }

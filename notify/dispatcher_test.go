@@ -61,18 +61,58 @@ func TestDispatcherRetriesInOrderAndHonoursRetryAfter(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rec := &recorder{script: []error{errors.New("retry"), &RetryAfterError{After: 300 * time.Millisecond, Err: errors.New("429")}, errors.New("retry")}}
 	d := NewDispatcher(DispatcherOptions{MinBackoff: time.Millisecond, Registerer: reg}, Destination{Name: "slack", Notifier: rec})
+	waits := recordWaits(d)
 	want := []string{"a:opened", "b:opened", "a:remediating", "a:resolved", "b:resolved"}
 	for _, w := range want {
 		id, kind, _ := cut(w)
 		d.Publish(ev(id, syncmedic.EventKind(kind)))
 	}
-	start := time.Now()
 	run(t, d)
 	require.Eventually(t, func() bool { return len(rec.got()) == len(want) }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, want, rec.got())
-	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	got := waits()
+	require.Len(t, got, 3)
+	require.Equal(t, 300*time.Millisecond, got[1], "the Retry-After replaces the backoff")
+	require.Less(t, got[0], got[2], "the backoff grows between retries")
 	require.Equal(t, 3.0, count(t, d, "slack", "retried"))
 	require.Equal(t, 5.0, count(t, d, "slack", "sent"))
+}
+
+func TestDispatcherBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int
+		min, max time.Duration
+	}{
+		{name: "a short outage is retried after about the minimum backoff", failures: 1, min: time.Second, max: 5 * time.Minute},
+		{name: "a long outage grows the wait to the maximum and never gives up", failures: 30, min: time.Second, max: 8 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := make([]error, tc.failures)
+			for i := range script {
+				script[i] = errors.New("retry")
+			}
+			rec := &recorder{script: script}
+			d := NewDispatcher(DispatcherOptions{MinBackoff: tc.min, MaxBackoff: tc.max}, Destination{Name: "webhook", Notifier: rec})
+			waits := recordWaits(d)
+			d.Publish(ev("a", syncmedic.EventOpened))
+			run(t, d)
+			require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, time.Millisecond)
+			got := waits()
+			require.Len(t, got, tc.failures)
+			jitter := func(d time.Duration) time.Duration { return d + d/5 }
+			require.GreaterOrEqual(t, got[0], tc.min-tc.min/5)
+			require.LessOrEqual(t, got[0], jitter(tc.min))
+			for _, w := range got {
+				require.LessOrEqual(t, w, jitter(tc.max))
+			}
+			if tc.failures > 10 {
+				require.GreaterOrEqual(t, got[len(got)-1], tc.max-tc.max/5, "the wait reached the maximum")
+			}
+			require.Equal(t, 0.0, count(t, d, "webhook", "failed"))
+			require.Equal(t, 1.0, count(t, d, "webhook", "sent"))
+		})
+	}
 }
 
 func TestDispatcherDoesNotRetryARefusal(t *testing.T) {
@@ -113,6 +153,25 @@ func TestADestinationThatIsDownDelaysOnlyItself(t *testing.T) {
 	require.Eventually(t, func() bool { return len(up.got()) == 1 }, 5*time.Second, 5*time.Millisecond)
 }
 
+// recordWaits makes d record each wait between retries and end it at once.
+func recordWaits(d *Dispatcher) func() []time.Duration {
+	var mu sync.Mutex
+	var waits []time.Duration
+	d.after = func(w time.Duration) <-chan time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		waits = append(waits, w)
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), waits...)
+	}
+}
+
 func count(t *testing.T, d *Dispatcher, labels ...string) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -127,4 +186,50 @@ func cut(s string) (string, string, bool) {
 		}
 	}
 	return s, "", false
+}
+
+// refresher counts refreshes and fails as scripted (a fake for this unit test of the dispatcher's loop).
+type refresher struct {
+	mu     sync.Mutex
+	script []error
+	n      int
+}
+
+func (r *refresher) RefreshInterval() time.Duration { return 5 * time.Millisecond }
+
+func (r *refresher) Refresh(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if len(r.script) > 0 {
+		err := r.script[0]
+		r.script = r.script[1:]
+		return err
+	}
+	return nil
+}
+
+func (r *refresher) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+func TestDispatcherRefreshesWhatIsStillOpen(t *testing.T) {
+	t.Run("a destination's refresher runs on its interval and its failures are counted, not fatal", func(t *testing.T) {
+		ref := &refresher{script: []error{errors.New("503")}}
+		d := NewDispatcher(DispatcherOptions{}, Durable(Destination{Name: "alertmanager", Notifier: &recorder{}, Refresher: ref}, &memOutbox{}))
+		run(t, d)
+		require.Eventually(t, func() bool { return count(t, d, "alertmanager", "refreshed") >= 2 }, 5*time.Second, time.Millisecond)
+		require.Equal(t, 1.0, count(t, d, "alertmanager", "refresh_failed"))
+	})
+	t.Run("a refresh that succeeds while a retry waits ends the wait", func(t *testing.T) {
+		ref := &refresher{}
+		rec := &recorder{script: []error{errors.New("retry")}}
+		d := NewDispatcher(DispatcherOptions{MinBackoff: time.Hour}, Destination{Name: "alertmanager", Notifier: rec, Refresher: ref})
+		d.Publish(ev("a", syncmedic.EventOpened))
+		run(t, d)
+		require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, time.Millisecond)
+		require.Positive(t, ref.count())
+	})
 }

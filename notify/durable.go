@@ -18,12 +18,15 @@ type Outbox interface {
 
 var _ Outbox = (*syncmedic.Tracker)(nil)
 
-// Durable wraps dest so that every numbered transition it delivers (or refuses for good) is recorded in outbox,
+// Durable wraps dest so that it gets only the incidents the policy routes to its name (syncmedic.Routing), and every
+// numbered transition it delivers (or refuses for good) is recorded in outbox,
 // and a transition it already delivered — re-published after a restart or a failover — is skipped, as is any
 // numbered transition once this replica no longer leads. Unnumbered events (durable delivery off) pass through
-// unchanged.
+// unchanged. The destination's Timeout and Refresher are kept.
 func Durable(dest Destination, outbox Outbox) Destination {
-	return Destination{Name: dest.Name, Notifier: &durable{name: dest.Name, inner: dest.Notifier, outbox: outbox}}
+	wrapped := dest
+	wrapped.Notifier = &durable{name: dest.Name, inner: dest.Notifier, outbox: outbox}
+	return wrapped
 }
 
 type durable struct {
@@ -33,6 +36,13 @@ type durable struct {
 }
 
 func (d *durable) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+	if !ev.Incident.Route.Allows(d.name) {
+		// The policy routes this incident elsewhere: nothing to send, and nothing left to deliver here.
+		if ev.Seq != 0 && d.outbox.Leading() && ev.Seq > d.outbox.LastDelivered(ev.Incident.ID, d.name) {
+			d.outbox.MarkDelivered(ctx, ev.Incident.ID, d.name, ev.Seq)
+		}
+		return false, nil
+	}
 	if ev.Seq == 0 {
 		return d.inner.Notify(ctx, ev)
 	}

@@ -12,6 +12,20 @@ import (
 	"github.com/syncmedic/syncmedic"
 )
 
+// DefaultTimeout bounds one attempt to deliver a notification, and one HTTP exchange of the notifiers' default
+// clients, so that a destination that accepts a connection and never answers fails the attempt (which is retried)
+// instead of holding its queue.
+const DefaultTimeout = 10 * time.Second
+
+// NewHTTPClient returns the HTTP client a notifier uses unless given one: each exchange, body included, is bounded
+// by timeout (DefaultTimeout when zero or less), over a transport of its own with http.DefaultTransport's settings.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &http.Client{Timeout: timeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+}
+
 // Notifier delivers one incident transition to one destination. It says whether a failure is worth retrying:
 // network errors and 5xx are, 4xx and refusals (Slack ok:false) are not, and a RetryAfterError says how long to wait.
 type Notifier interface {

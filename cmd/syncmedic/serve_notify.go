@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +25,7 @@ type notifyOptions struct {
 	webhookURL          string
 	webhookSecretFile   string
 	kubeEvents          bool
+	timeout             time.Duration
 }
 
 func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
@@ -35,11 +37,24 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")
 	f.BoolVar(&o.kubeEvents, "kube-events", true, "record Kubernetes Events on affected objects (needs a cluster)")
+	f.DurationVar(&o.timeout, "notify-timeout", notify.DefaultTimeout, "how long one notification attempt may take (every HTTP call of a notifier included) before it is cut off and retried")
 }
 
 // destinations builds the configured notifiers; notes is where Slack keeps its threads (the tracker).
 func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("--notify-timeout must be positive, not %s", o.timeout)
+	}
+	out, err := o.notifiers(notes, kube, identity)
+	for i := range out {
+		out[i].Timeout = o.timeout
+	}
+	return out, err
+}
+
+func (o *notifyOptions) notifiers(notes notify.Notes, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
 	var out []notify.Destination
+	client := notify.NewHTTPClient(o.timeout)
 	switch {
 	case o.slackTokenFile != "" && o.slackWebhookURLFile != "":
 		return nil, errors.New("give --slack-token-file or --slack-webhook-url-file, not both")
@@ -51,7 +66,7 @@ func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interfa
 		if o.slackChannel == "" {
 			return nil, errors.New("--slack-token-file needs --slack-channel")
 		}
-		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL})
+		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL, HTTPClient: client})
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +76,7 @@ func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interfa
 		if err != nil {
 			return nil, err
 		}
-		n, err := slacknotify.NewWebhook(slacknotify.WebhookOptions{URL: u})
+		n, err := slacknotify.NewWebhook(slacknotify.WebhookOptions{URL: u, HTTPClient: client})
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +91,7 @@ func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interfa
 			}
 			secret = []byte(s)
 		}
-		n, err := webhook.New(webhook.Options{URL: o.webhookURL, Secret: secret})
+		n, err := webhook.New(webhook.Options{URL: o.webhookURL, Secret: secret, HTTPClient: client})
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,8 @@ type Options struct {
 	// Notes keeps each incident's channel and thread ts across restarts (the tracker).
 	Notes notify.Notes
 	// APIURL overrides https://slack.com/api/ (tests use slacktest).
-	APIURL     string
+	APIURL string
+	// HTTPClient defaults to notify.NewHTTPClient(notify.DefaultTimeout).
 	HTTPClient *http.Client
 }
 
@@ -51,16 +52,18 @@ func New(o Options) (*Notifier, error) {
 	if o.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(o.APIURL))
 	}
-	if o.HTTPClient != nil {
-		opts = append(opts, slack.OptionHTTPClient(o.HTTPClient))
+	if o.HTTPClient == nil {
+		// slack-go's own default is http.DefaultClient, which never times out.
+		o.HTTPClient = notify.NewHTTPClient(notify.DefaultTimeout)
 	}
+	opts = append(opts, slack.OptionHTTPClient(o.HTTPClient))
 	return &Notifier{o: o, client: slack.New(o.Token, opts...)}, nil
 }
 
 // Notify posts or updates the root message and adds the thread reply for ev.
 func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
 	id := ev.Incident.ID
-	channel, ts := n.thread(id)
+	channel, ts := n.thread(id, ev.Incident.Route)
 	root := RootBlocks(ev.Incident, ev.At)
 	fallback := fallbackText(ev.Incident)
 	if ts == "" {
@@ -89,8 +92,13 @@ func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error)
 	return false, nil
 }
 
-func (n *Notifier) thread(id string) (channel, ts string) {
+// thread returns where the incident's thread is: the channel its first message went to, else the channel its
+// route names (a policy route or the syncmedic.io/slack-channel annotation), else Options.Channel.
+func (n *Notifier) thread(id string, route *syncmedic.Routing) (channel, ts string) {
 	channel = n.o.Channel
+	if route != nil && route.SlackChannel != "" {
+		channel = route.SlackChannel
+	}
 	if c, ok := n.o.Notes.Note(id, NoteChannel); ok && c != "" {
 		channel = c
 	}

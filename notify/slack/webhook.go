@@ -15,7 +15,8 @@ import (
 // WebhookOptions configure the incoming-webhook notifier.
 type WebhookOptions struct {
 	// URL is the incoming-webhook URL, read from a file; it is a secret and never appears in errors or logs.
-	URL        string
+	URL string
+	// HTTPClient defaults to notify.NewHTTPClient(notify.DefaultTimeout).
 	HTTPClient *http.Client
 }
 
@@ -32,7 +33,7 @@ func NewWebhook(o WebhookOptions) (*Webhook, error) {
 		return nil, errors.New("slack: an incoming-webhook URL is required")
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = http.DefaultClient
+		o.HTTPClient = notify.NewHTTPClient(notify.DefaultTimeout)
 	}
 	return &Webhook{o: o}, nil
 }

@@ -27,7 +27,8 @@ type Options struct {
 	// URL receives a POST per transition. It may carry a token, so it never appears in errors or logs.
 	URL string
 	// Secret signs the body (read from a file); empty: unsigned.
-	Secret     []byte
+	Secret []byte
+	// HTTPClient defaults to notify.NewHTTPClient(notify.DefaultTimeout).
 	HTTPClient *http.Client
 }
 
@@ -44,7 +45,7 @@ func New(o Options) (*Notifier, error) {
 		return nil, errors.New("webhook: a URL is required")
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = http.DefaultClient
+		o.HTTPClient = notify.NewHTTPClient(notify.DefaultTimeout)
 	}
 	return &Notifier{o: o}, nil
 }
