@@ -7,6 +7,7 @@ import (
 
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/syncmedic/syncmedic"
 )
@@ -117,13 +118,13 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown {
 		return nil
 	}
-	how, ref, ok := parseWaiting(op.Message)
-	if !ok || how != waitDeletion {
+	var live *unstructured.Unstructured
+	if how, ref, ok := parseWaiting(op.Message); ok && how == waitDeletion {
+		if live = liveHook(obs, ref); live == nil {
+			return nil // gone: gitops-engine creates the new hook on its next pass
+		}
+	} else if live = heldOldHook(obs, op); live == nil {
 		return nil
-	}
-	live := liveHook(obs, ref)
-	if live == nil {
-		return nil // gone: gitops-engine creates the new hook on its next pass
 	}
 	var foreign []string
 	for _, fin := range live.GetFinalizers() {
@@ -138,6 +139,9 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	since := op.StartedAt.Time
 	if obs.StateSince.After(since) {
 		since = obs.StateSince
+	}
+	if dt := live.GetDeletionTimestamp(); dt != nil && dt.After(since) {
+		since = dt.Time
 	}
 	if now.Sub(since) < th.HookDeletion {
 		return nil
@@ -168,6 +172,25 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	f.Remedy = syncmedic.Remedy{Description: desc, Commands: cmds}
 	f.Links = appLinks(obs)
 	return []syncmedic.Finding{f}
+}
+
+// heldOldHook returns a hook the running operation deleted (its deletionTimestamp is after the operation started)
+// that another controller's finalizer holds. The real application-controller (v2.14.21, v3.6.1) says only "one or
+// more tasks are running" while it waits for a BeforeHookCreation hook to go before re-creating it: gitops-engine's
+// "waiting for deletion of" names only pruned resources and hooks deleted on phase completion.
+func heldOldHook(obs AppObservation, op *v1alpha1.OperationState) *unstructured.Unstructured {
+	for _, h := range obs.Hooks {
+		dt := h.GetDeletionTimestamp()
+		if dt == nil || dt.Time.Before(op.StartedAt.Time.Truncate(time.Second)) {
+			continue
+		}
+		for _, fin := range h.GetFinalizers() {
+			if fin != HookFinalizer {
+				return h
+			}
+		}
+	}
+	return nil
 }
 
 func hasPrefix(list []string, prefix string) bool {

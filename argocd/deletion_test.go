@@ -80,6 +80,7 @@ func TestAppDeletionStuck(t *testing.T) {
 func TestHookNotDeleted(t *testing.T) {
 	th := DefaultThresholds()
 	const waitingDeletion = "waiting for deletion of batch/Job/migrate"
+	const running = "one or more tasks are running"
 	tests := []struct {
 		name    string
 		msg     string
@@ -105,6 +106,18 @@ func TestHookNotDeleted(t *testing.T) {
 		{name: "an operation that started waiting a moment ago is given the threshold", msg: waitingDeletion,
 			hook: func(t *testing.T) *unstructured.Unstructured { return hookJob(t, nil, nil, true) }, state: 10 * time.Second},
 		{name: "an old hook already gone is no problem: the new one is created next", msg: waitingDeletion, state: 10 * time.Minute},
+		{name: "the real controller's 'one or more tasks are running' with an old hook this sync deleted and another finalizer holds is reported",
+			msg: running, hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(10*time.Minute), true)
+			}, state: 10 * time.Minute, want: syncmedic.RuleHookNotDeleted, command: "jsonpath='{.metadata.finalizers}'"},
+		{name: "a held hook deleted before this sync started is not this sync's wait", msg: running,
+			hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(2*time.Hour), true)
+			}, state: 10 * time.Minute},
+		{name: "a held hook deleted a moment ago is given the threshold", msg: running,
+			hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(30*time.Second), true)
+			}, state: 10 * time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Scenarios driven by a real Argo CD stack (ArgoCDStack): each Application's source is a local git repository of hook
@@ -470,4 +472,56 @@ func ScenarioRealImmutableHook(t testing.TB, stack *RealArgoCD) (*RealHookApp, t
 	start := time.Now()
 	app.Sync(t)
 	return app, start
+}
+
+// ForeignFinalizer is the finalizer ScenarioRealHookHeldByForeignFinalizer puts on the old hook, as a policy engine
+// or a backup tool does.
+const ForeignFinalizer = "audit.example.com/retain"
+
+// ScenarioRealHookHeldByForeignFinalizer: a PreSync hook Job with the default delete policy (BeforeHookCreation)
+// runs and succeeds in a first sync; another controller then adds its own finalizer to the finished Job (the test
+// plays that controller, as it plays the kubelet); a second sync starts. The real application-controller deletes
+// the old hook before creating the new one and waits for it to go, which the foreign finalizer prevents. It returns
+// after starting the second sync, with the time it started. ReleaseForeignFinalizer ends the hold.
+func ScenarioRealHookHeldByForeignFinalizer(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "held-hook", ConfigMapData{},
+		RealHook{Name: "migrate", Hook: synccommon.HookTypePreSync, Run: PodSucceeds})
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
+		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	app.setForeignFinalizer(t, true)
+	start := time.Now()
+	app.Sync(t)
+	return app, start
+}
+
+// ReleaseForeignFinalizer removes ScenarioRealHookHeldByForeignFinalizer's finalizer from the old hook Job, as its
+// controller would once done.
+func (a *RealHookApp) ReleaseForeignFinalizer(t testing.TB) { a.setForeignFinalizer(t, false) }
+
+func (a *RealHookApp) setForeignFinalizer(t testing.TB, on bool) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: a.Namespace, Name: "migrate"}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job := &batchv1.Job{}
+		if err := a.Stack.Env.Client.Get(context.Background(), key, job); err != nil {
+			return err
+		}
+		var keep []string
+		for _, f := range job.Finalizers {
+			if f != ForeignFinalizer {
+				keep = append(keep, f)
+			}
+		}
+		if on {
+			keep = append(keep, ForeignFinalizer)
+		}
+		job.Finalizers = keep
+		return a.Stack.Env.Client.Update(context.Background(), job)
+	})
+	if err != nil {
+		t.Fatalf("testenv: setting %s on Job %s to %v: %v", ForeignFinalizer, key, on, err)
+	}
 }
