@@ -106,11 +106,12 @@ func (s scope) allows(inc *syncmedic.Incident) bool {
 		return true
 	}
 	o := inc.Finding.Object
-	if o.App != s.app || o.Project != s.project {
+	if o.App != s.app {
 		return false
 	}
-	// Findings about apps in the control-plane namespace may not know it; an app namespace they do know must match.
-	return o.AppNamespace == "" || o.AppNamespace == s.appNamespace
+	// A finding about an object the app tracks (a cluster check reads the tracking label or annotation) knows the
+	// app's name only; an app namespace or project it does know must match.
+	return (o.AppNamespace == "" || o.AppNamespace == s.appNamespace) && (o.Project == "" || o.Project == s.project)
 }
 
 // selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then

@@ -18,7 +18,8 @@ var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
 
 // fixtureIncidents are one open Argo CD incident (shop/checkout, with a dry-run attempt), one remediating Flux
-// incident (podinfo HelmRelease), and one resolved incident of another Argo CD app (billing).
+// incident (podinfo HelmRelease), one open cluster-check incident about an object checkout tracks (its project and
+// app namespace unknown), and one resolved incident of another Argo CD app (billing).
 func fixtureIncidents() []syncmedic.Incident {
 	hook := syncmedic.Finding{
 		Rule: "argocd/hook-finalizer-stuck", Severity: syncmedic.SeverityCritical,
@@ -47,6 +48,12 @@ func fixtureIncidents() []syncmedic.Incident {
 		Remedy: syncmedic.Remedy{Action: syncmedic.ActionFluxReconcile, AutoSafe: true, Description: "Request a reconciliation.",
 			Commands: []string{"flux reconcile helmrelease podinfo -n apps"}},
 	}.WithFingerprint()
+	tracked := syncmedic.Finding{
+		Rule: "kube/stuck-terminating", Severity: syncmedic.SeverityWarning,
+		Object: syncmedic.ObjectRef{Tool: syncmedic.ToolKubernetes, Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop",
+			Name: "seed", App: "checkout"},
+		Summary: "Job shop/seed has been terminating for 10m, held by example.com/cleanup",
+	}.WithFingerprint()
 	billing := hook
 	billing.Object.Namespace, billing.Object.App, billing.Object.Project = "billing", "billing", "finance"
 	billing = billing.WithFingerprint()
@@ -59,6 +66,8 @@ func fixtureIncidents() []syncmedic.Incident {
 		{ID: hr.Fingerprint + "-1773144600", Fingerprint: hr.Fingerprint, State: syncmedic.StateRemediating, Finding: hr,
 			OpenedAt: t0.Add(10 * time.Minute), UpdatedAt: t0.Add(11 * time.Minute), Auto: true, Plan: "policy: auto",
 			Attempts: []syncmedic.Attempt{{At: t0.Add(11 * time.Minute), Action: syncmedic.ActionFluxReconcile, Result: syncmedic.ResultStarted}}},
+		{ID: tracked.Fingerprint + "-1773144900", Fingerprint: tracked.Fingerprint, State: syncmedic.StateFiring, Finding: tracked,
+			OpenedAt: t0.Add(15 * time.Minute), UpdatedAt: t0.Add(15 * time.Minute)},
 		{ID: billing.Fingerprint + "-1773140400", Fingerprint: billing.Fingerprint, State: syncmedic.StateResolved, Finding: billing,
 			OpenedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-30 * time.Minute), ResolvedAt: at(-30 * time.Minute), Auto: true,
 			Attempts: []syncmedic.Attempt{

@@ -47,10 +47,17 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	archive, err := extensionArchive()
+	if err != nil {
+		return nil, err
+	}
 	return map[string]http.Handler{
 		IncidentsPath:       authenticate(o.Token, http.HandlerFunc(api.list)),
 		IncidentsPath + "/": authenticate(o.Token, http.HandlerFunc(api.get)),
 		PagePath:            securityHeaders(http.StripPrefix(PagePath, http.FileServerFS(static))),
+		// The extension is public code, fetched by argocd-server's init container without a token.
+		ExtensionBundlePath:  serveBytes("text/javascript; charset=utf-8", extensionBundle),
+		ExtensionArchivePath: serveBytes("application/x-tar", archive),
 	}, nil
 }
 

@@ -104,20 +104,22 @@ func TestIncidentListFilters(t *testing.T) {
 		header http.Header
 		want   []string
 	}{
-		{"app matches the Argo CD application's name", "?app=checkout", bearer(apiToken), []string{"shop/migrate:firing"}},
+		{"app matches the Argo CD application's name", "?app=checkout", bearer(apiToken), []string{"shop/migrate:firing", "shop/seed:firing"}},
 		{"app matches namespace/name", "?app=argocd/checkout", bearer(apiToken), []string{"shop/migrate:firing"}},
 		{"app in another namespace matches nothing", "?app=team-a/checkout", bearer(apiToken), []string{}},
 		{"project matches resolved incidents when state=all", "?project=finance&state=all", bearer(apiToken), []string{"billing/migrate:resolved"}},
 		{"state=resolved lists only resolved incidents", "?state=resolved", bearer(apiToken), []string{"billing/migrate:resolved"}},
 		{"namespace is the object's namespace", "?namespace=apps", bearer(apiToken), []string{"apps/podinfo:remediating"}},
+		{"rule and namespace select a cluster check", "?rule=kube/stuck-terminating&namespace=shop", bearer(apiToken), []string{"shop/seed:firing"}},
 		{"release matches the HelmRelease by name", "?release=podinfo", bearer(apiToken), []string{"apps/podinfo:remediating"}},
 		{"release matches the HelmRelease by namespace/name", "?release=apps/podinfo", bearer(apiToken), []string{"apps/podinfo:remediating"}},
 		{"rule matches the rule ID", "?rule=argocd/hook-finalizer-stuck&state=all", bearer(apiToken), []string{"shop/migrate:firing", "billing/migrate:resolved"}},
 		{"filters combine", "?rule=argocd/hook-finalizer-stuck&namespace=apps", bearer(apiToken), []string{}},
-		{"a request through Argo CD sees only its application", "?state=all", viaArgoCD("argocd:checkout", "payments"), []string{"shop/migrate:firing"}},
+		{"a request through Argo CD sees only its application, tracked objects included", "?state=all", viaArgoCD("argocd:checkout", "payments"), []string{"shop/migrate:firing", "shop/seed:firing"}},
 		{"a request through Argo CD cannot widen its scope with a filter", "?app=billing&state=all", viaArgoCD("argocd:checkout", "payments"), []string{}},
-		{"a request through Argo CD for another project sees nothing", "?state=all", viaArgoCD("argocd:checkout", "finance"), []string{}},
-		{"a request through Argo CD for an app in another namespace sees nothing", "", viaArgoCD("team-a:checkout", "payments"), []string{}},
+		{"a request through Argo CD for another project sees only what does not name a project", "?state=all", viaArgoCD("argocd:checkout", "finance"), []string{"shop/seed:firing"}},
+		{"a request through Argo CD for an app in another namespace sees only what does not name one", "", viaArgoCD("team-a:checkout", "payments"), []string{"shop/seed:firing"}},
+		{"a request through Argo CD for an app nothing names sees nothing", "?state=all", viaArgoCD("argocd:cart", "payments"), []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, body := get(t, srv, http.MethodGet, IncidentsPath+tc.query, tc.header)
@@ -130,7 +132,7 @@ func TestIncidentListFilters(t *testing.T) {
 func TestIncidentGet(t *testing.T) {
 	srv := newServer(t)
 	incs := fixtureIncidents()
-	open, resolved := incs[0].ID, incs[2].ID
+	open, resolved := incs[0].ID, incs[3].ID
 	t.Run("an incident is found by its ID", func(t *testing.T) {
 		res, body := get(t, srv, http.MethodGet, IncidentsPath+"/"+open, bearer(apiToken))
 		require.Equal(t, http.StatusOK, res.StatusCode, string(body))

@@ -1,0 +1,31 @@
+// The incident API as argocd-server's proxy extension exposes it, and helpers over its answers (docs/api.md).
+export const api = '/extensions/syncmedic/api/v1/incidents';
+
+// appHeaders are the headers argocd-server needs to authorize the call for this application.
+export function appHeaders(app) {
+  return {
+    'Argocd-Application-Name': app.metadata.namespace + ':' + app.metadata.name,
+    'Argocd-Project-Name': app.spec.project || 'default',
+  };
+}
+
+export function isOpen(inc) { return inc.state !== 'resolved'; }
+
+// incidentsOf returns the incidents about one resource of the application's tree.
+export function incidentsOf(items, resource) {
+  if (!resource) return [];
+  const md = resource.metadata || {};
+  const name = md.name || resource.name;
+  const namespace = md.namespace || resource.namespace || '';
+  const kind = resource.kind;
+  return items.filter((i) => i.object.kind === kind && i.object.name === name && (i.object.namespace || '') === namespace);
+}
+
+export function age(iso, now) {
+  if (!iso) return '';
+  let s = Math.max(0, Math.floor(((now || Date.now()) - Date.parse(iso)) / 1000));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + ' min';
+  if (s < 172800) return Math.floor(s / 3600) + 'h' + (Math.floor(s / 60) % 60 ? ' ' + (Math.floor(s / 60) % 60) + ' min' : '');
+  return Math.floor(s / 86400) + 'd';
+}

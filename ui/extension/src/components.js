@@ -1,0 +1,68 @@
+// The extension's views, drawn with the host's React (no JSX, no other dependency).
+import { age } from './api.js';
+
+const React = window.React;
+const h = React.createElement;
+
+const colors = { firing: '#e96d76', remediating: '#0dadea', resolved: '#18be94' };
+const mono = { fontFamily: 'monospace' };
+const pre = { background: '#1d2733', color: '#e8eef2', padding: '6px 8px', borderRadius: 4, whiteSpace: 'pre-wrap', wordBreak: 'break-all', margin: '4px 0' };
+const th = { textAlign: 'left', color: '#6d7f8b', fontWeight: 'normal', paddingRight: 8, verticalAlign: 'top', whiteSpace: 'nowrap' };
+const section = { margin: '12px 0 4px', fontSize: 12, textTransform: 'uppercase', color: '#6d7f8b' };
+
+function Badge(props) {
+  return h('span', { style: { background: colors[props.state] || '#6d7f8b', color: '#fff', borderRadius: 10, padding: '0 8px', fontSize: 12, marginRight: 6 } }, props.state);
+}
+
+function objectName(o) {
+  return o.kind + '/' + (o.namespace ? o.namespace + '/' : '') + o.name;
+}
+
+function Incident(props) {
+  const inc = props.incident;
+  return h('div', { className: 'syncmedic-incident', style: { border: '1px solid #dee6eb', borderLeft: '4px solid ' + (colors[inc.state] || '#6d7f8b'), borderRadius: 4, padding: '10px 14px', marginBottom: 12, background: '#fff' } },
+    h('div', { style: { fontSize: 15, fontWeight: 500 } }, h(Badge, { state: inc.state }), inc.title),
+    h('div', { style: { color: '#6d7f8b', margin: '2px 0 6px' } }, inc.rule + ' · ' + objectName(inc.object) + ' · open ' + age(inc.openedAt)),
+    h('div', null, inc.summary),
+    h('div', { style: section }, 'Evidence'),
+    h('table', null, h('tbody', null, inc.evidence.map((e, i) => h('tr', { key: i },
+      h('th', { style: Object.assign({}, th, mono) }, e.field),
+      h('td', null, e.value + (e.since ? ' (' + age(e.since) + ' ago)' : '')))))),
+    h('div', { style: section }, 'Fix'),
+    h('div', null, inc.remedy.description || 'No automatic remedy: see the evidence.'),
+    inc.remedy.action ? h('div', { style: { color: '#6d7f8b' } }, 'action ' + inc.remedy.action + (inc.auto ? ' — syncmedic applies it automatically' : ' — not automatic under the policy') + (inc.remedy.rerunsHooks ? '; re-runs every hook' : '')) : null,
+    inc.remedy.commands.map((c, i) => h('pre', { key: i, style: pre }, c)),
+    inc.attempts.length ? h('div', { style: section }, 'Attempts') : null,
+    inc.attempts.length ? h('table', null, h('tbody', null, inc.attempts.map((a, i) => h('tr', { key: i },
+      h('th', { style: th }, new Date(a.at).toLocaleString()),
+      h('td', null, a.action + ': ' + a.result + (a.error ? ' — ' + a.error : a.reason ? ' — ' + a.reason : '')))))) : null);
+}
+
+function Message(props) {
+  return h('div', { className: 'syncmedic-message', style: { color: '#6d7f8b', padding: '16px 0' } }, props.children);
+}
+
+// IncidentList is the body of the application and resource tabs.
+export function IncidentList(props) {
+  const s = props.state;
+  if (s.loading) return h(Message, null, 'Loading syncmedic incidents…');
+  return h('div', { className: 'syncmedic', style: { padding: '8px 0' } },
+    s.error ? h(Message, null, 'syncmedic: ' + s.error) : null,
+    !s.error && props.items.length === 0 ? h(Message, null, 'syncmedic has no incident here.') : null,
+    props.items.map((inc) => h(Incident, { key: inc.id, incident: inc })));
+}
+
+// StatusPanel is the entry in the application's status panel: the worst open incident, or none.
+export function StatusPanel(props) {
+  const s = props.state;
+  const first = props.items[0];
+  const text = s.error ? 'unavailable' : first ? first.title + ' — ' + age(first.since || first.openedAt) + (props.items.length > 1 ? ' (+' + (props.items.length - 1) + ')' : '') : s.loading ? '…' : 'no incident';
+  return h('div', { className: 'syncmedic-status', style: { cursor: props.openFlyout ? 'pointer' : 'default' }, onClick: () => props.openFlyout && props.openFlyout(), title: s.error || '' },
+    h('div', { style: { fontSize: 11, color: '#6d7f8b', textTransform: 'uppercase' } }, 'syncmedic'),
+    h('div', { style: { color: first ? colors[first.state] : '#18be94', fontWeight: 500 } }, text));
+}
+
+// Flyout opens from the status panel with every incident of the application.
+export function Flyout(props) {
+  return h('div', { style: { padding: 16 } }, h('h4', null, 'syncmedic'), h(IncidentList, props));
+}
