@@ -301,6 +301,11 @@ func TestChartValues(t *testing.T) {
 		})
 	}
 
+	t.Run("helm lint --strict finds nothing to say", func(t *testing.T) {
+		out, err := helmCommand(t, "lint", "--strict", chartDir).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "0 chart(s) failed")
+	})
 	t.Run("an unknown Argo CD TLS mode is refused naming the value and the choices", func(t *testing.T) {
 		_, err := runHelm(t, "syncmedic", "syncmedic", "argocd.server="+server, "argocd.tls.mode=strict")
 		require.ErrorContains(t, err, `argocd.tls.mode is "strict": use verify, ca, insecure or plaintext`)

@@ -37,10 +37,7 @@ func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, er
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	cmd := exec.Command(helmBinary(t), args...)
-	// A private helm home: nothing read from or written to the user's helm configuration.
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd := helmCommand(t, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -48,6 +45,16 @@ func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, er
 		return nil, errors.New(stderr.String())
 	}
 	return out, nil
+}
+
+// helmCommand is bin/helm with args and a private helm home: nothing is read from or written to the user's helm
+// configuration.
+func helmCommand(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	return cmd
 }
 
 // helmBinary is bin/helm; under -short (no tools) the test is skipped.
