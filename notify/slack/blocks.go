@@ -20,7 +20,9 @@ var stateLabel = map[syncmedic.IncidentState]string{
 }
 
 // RootBlocks renders the root message of an incident: what is stuck, since when, the evidence, the remedy and
-// whether syncmedic will apply it, and the links (the Argo CD UI). at is when the evidence ages are judged.
+// whether syncmedic will apply it with the exact commands (`syncmedic fix <incident ID>` first), and the links (the
+// Argo CD UI). Every instant is a Slack date token, so readers see it in their own time zone and no age freezes at
+// the moment of posting; at (when the message is rendered) is kept for the signature's callers.
 func RootBlocks(inc syncmedic.Incident, at time.Time) []slack.Block {
 	f := inc.Finding
 	blocks := []slack.Block{
@@ -34,11 +36,7 @@ func RootBlocks(inc syncmedic.Incident, at time.Time) []slack.Block {
 		}, nil),
 	}
 	if len(f.Evidence) > 0 {
-		lines := make([]string, 0, len(f.Evidence))
-		for _, e := range f.Evidence {
-			lines = append(lines, e.Format(at))
-		}
-		blocks = append(blocks, slack.NewSectionBlock(md(codeBlock("*Evidence*", lines)), nil, nil))
+		blocks = append(blocks, slack.NewSectionBlock(md(clip("*Evidence*\n"+evidenceLines(f.Evidence), maxSectionText)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewSectionBlock(md(clip(remedyText(inc), maxSectionText)), nil, nil))
 	if len(f.Links) > 0 {
@@ -74,10 +72,34 @@ func remedyText(inc syncmedic.Incident) string {
 	default:
 		fmt.Fprintf(&b, ":no_entry_sign: syncmedic will not apply `%s`: %s.", r.Action, escape(strings.TrimSuffix(inc.Plan, ".")))
 	}
+	byHand := "To fix it by hand:"
+	if r.Action != syncmedic.ActionNone && inc.ID != "" && inc.IsOpen() {
+		b.WriteString("\n" + codeBlock("To fix it with syncmedic (without `--yes`, a dry run):", []string{syncmedic.FixCommand(inc.ID) + " --yes"}))
+		byHand = "Or by hand:"
+	}
 	if len(r.Commands) > 0 {
-		b.WriteString("\n" + codeBlock("To fix it by hand:", r.Commands))
+		b.WriteString("\n" + codeBlock(byHand, r.Commands))
 	}
 	return b.String()
+}
+
+// evidenceLines renders each fact as "• `field` = `value`", with "since <date>" when it is known when it became
+// true: a Slack date token, not an age, which would be stale as soon as the message is read later.
+func evidenceLines(evidence []syncmedic.Evidence) string {
+	lines := make([]string, 0, len(evidence))
+	for _, e := range evidence {
+		l := "• " + inlineCode(e.Field) + " = " + inlineCode(e.Value)
+		if e.Since != nil && !e.Since.IsZero() {
+			l += ", since " + slackDate(*e.Since)
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// inlineCode renders s as `s`, escaped, with backticks (which would end the span) replaced by quotes.
+func inlineCode(s string) string {
+	return "`" + escape(strings.ReplaceAll(s, "`", "'")) + "`"
 }
 
 // ReplyText renders the thread reply for one transition; EventOpened has none (the root message says it all).
@@ -85,11 +107,7 @@ func ReplyText(ev syncmedic.Event) string {
 	inc := ev.Incident
 	switch ev.Kind {
 	case syncmedic.EventUpdated:
-		lines := make([]string, 0, len(inc.Finding.Evidence))
-		for _, e := range inc.Finding.Evidence {
-			lines = append(lines, e.Format(ev.At))
-		}
-		return clip(":memo: The finding changed: "+escape(inc.Finding.Summary)+"\n"+codeBlock("", lines), maxSectionText)
+		return clip(":memo: The finding changed: "+escape(inc.Finding.Summary)+"\n"+evidenceLines(inc.Finding.Evidence), maxSectionText)
 	case syncmedic.EventRemediating:
 		return fmt.Sprintf(":hammer_and_wrench: Applying `%s` (%s).", ev.Attempt.Action, escape(ev.Attempt.Reason))
 	case syncmedic.EventRemediated:

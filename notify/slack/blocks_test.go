@@ -89,10 +89,46 @@ func TestReplyTexts(t *testing.T) {
 			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
 				Result: syncmedic.ResultFailed, Error: "permission denied", Permanent: true}},
 			":x: `argocd/remove-hook-finalizer` failed: permission denied\nRetrying cannot fix this: syncmedic will not try again."},
+		{"a changed finding dates each fact with a live Slack date, not an age frozen when it was posted",
+			syncmedic.Event{Kind: syncmedic.EventUpdated, At: inc.OpenedAt.Add(time.Hour), Incident: inc},
+			":memo: The finding changed: hook Job migrate is stuck terminating: argocd.argoproj.io/hook-finalizer is never removed\n" +
+				"• `metadata.deletionTimestamp` = `2026-03-10T11:35:00Z`, since <!date^1773142500^{date_short_pretty} {time}|2026-03-10T11:35:00Z>\n" +
+				"• `metadata.finalizers` = `[argocd.argoproj.io/hook-finalizer]`"},
 		{"names cannot inject links or mentions",
 			syncmedic.Event{Kind: syncmedic.EventRemediating, Incident: inc, Attempt: &syncmedic.Attempt{Action: "x", Reason: "<!channel>"}},
 			":hammer_and_wrench: Applying `x` (&lt;!channel&gt;)."},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, ReplyText(tc.ev)) })
+	}
+}
+
+func TestRemedyShowsTheFixCommand(t *testing.T) {
+	fix := "```\nsyncmedic fix " + goldenIncident().ID + " --yes\n```"
+	notifyOnly := goldenIncident()
+	notifyOnly.Finding.Remedy.Action = syncmedic.ActionNone
+	resolved := goldenIncident()
+	resolved.State = syncmedic.StateResolved
+	for _, tc := range []struct {
+		name   string
+		inc    syncmedic.Incident
+		fix    bool
+		byHand string
+	}{
+		{name: "an open incident with an automatic remedy shows the exact syncmedic fix command with its incident ID",
+			inc: goldenIncident(), fix: true, byHand: "Or by hand:\n```\nkubectl -n shop patch job migrate"},
+		{name: "a finding without an automatic remedy shows only the manual commands",
+			inc: notifyOnly, byHand: "To fix it by hand:\n```\nkubectl -n shop patch job migrate"},
+		{name: "a resolved incident no longer asks to run syncmedic fix",
+			inc: resolved, byHand: "To fix it by hand:\n```\nkubectl -n shop patch job migrate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := remedyText(tc.inc)
+			if tc.fix {
+				require.Contains(t, text, "To fix it with syncmedic (without `--yes`, a dry run):\n"+fix)
+			} else {
+				require.NotContains(t, text, "syncmedic fix")
+			}
+			require.Contains(t, text, tc.byHand)
+		})
 	}
 }

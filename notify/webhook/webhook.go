@@ -57,9 +57,26 @@ func Sign(secret, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Notify posts ev; 5xx, 429 and network errors are retried, other statuses are not.
+// Payload is the JSON body of each post: the event, and the command that applies its remedy.
+type Payload struct {
+	syncmedic.Event
+	// Fix is the exact `syncmedic fix <incident ID>` command, set while the incident is open and its finding has an
+	// automatic remedy (the manual commands are in incident.finding.remedy.commands).
+	Fix string `json:"fix,omitempty"`
+}
+
+// NewPayload returns the body posted for ev.
+func NewPayload(ev syncmedic.Event) Payload {
+	p := Payload{Event: ev}
+	if ev.Incident.ID != "" && ev.Incident.IsOpen() && ev.Incident.Finding.Remedy.Action != syncmedic.ActionNone {
+		p.Fix = syncmedic.FixCommand(ev.Incident.ID)
+	}
+	return p
+}
+
+// Notify posts ev as a Payload; 5xx, 429 and network errors are retried, other statuses are not.
 func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
-	body, err := json.Marshal(ev)
+	body, err := json.Marshal(NewPayload(ev))
 	if err != nil {
 		return false, fmt.Errorf("webhook: encode event: %w", err)
 	}

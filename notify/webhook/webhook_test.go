@@ -1,11 +1,15 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -97,4 +101,66 @@ func TestWebhookSaysWhetherToRetry(t *testing.T) {
 		require.True(t, retry)
 		require.NotContains(t, err.Error(), "urltoken123")
 	})
+}
+
+func TestWebhookPayloadCarriesTheFixCommand(t *testing.T) {
+	withRemedy := func(e syncmedic.Event) syncmedic.Event {
+		e.Incident.Finding.Remedy = syncmedic.Remedy{Action: syncmedic.ActionFluxResetReconcile, Description: "reset the retries",
+			Commands: []string{"flux reconcile helmrelease web -n shop --reset"}}
+		return e
+	}
+	resolved := withRemedy(event())
+	resolved.Kind, resolved.Incident.State = syncmedic.EventResolved, syncmedic.StateResolved
+	for _, tc := range []struct {
+		name   string
+		ev     syncmedic.Event
+		golden string
+		fix    string
+	}{
+		{name: "an open incident with an automatic remedy carries the exact syncmedic fix command next to the manual ones",
+			ev: withRemedy(event()), golden: "payload-opened", fix: "syncmedic fix " + event().Incident.ID},
+		{name: "a finding that only notifies has no fix command", ev: event()},
+		{name: "a resolved incident has no fix command", ev: resolved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got map[string]any
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(r.Body)
+				require.NoError(t, err)
+				if tc.golden != "" {
+					golden(t, tc.golden, body)
+				}
+				require.NoError(t, json.Unmarshal(body, &got))
+			}))
+			defer srv.Close()
+			n, err := New(Options{URL: srv.URL})
+			require.NoError(t, err)
+			_, err = n.Notify(context.Background(), tc.ev)
+			require.NoError(t, err)
+			if tc.fix == "" {
+				require.NotContains(t, got, "fix")
+			} else {
+				require.Equal(t, tc.fix, got["fix"])
+			}
+			require.Equal(t, string(tc.ev.Kind), got["kind"], "the event's own fields stay at the top level")
+		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares body, indented, with testdata/<name>.golden.json.
+func golden(t *testing.T, name string, body []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, json.Indent(&buf, body, "", "  "))
+	buf.WriteByte('\n')
+	file := filepath.Join("testdata", name+".golden.json")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(file, buf.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run go test ./notify/webhook -update to create it")
+	require.Equal(t, string(want), buf.String())
 }
