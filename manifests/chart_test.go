@@ -306,8 +306,23 @@ func TestChartValues(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "0 chart(s) failed")
 	})
-	t.Run("an unknown Argo CD TLS mode is refused naming the value and the choices", func(t *testing.T) {
-		_, err := runHelm(t, "syncmedic", "syncmedic", "argocd.server="+server, "argocd.tls.mode=strict")
+	refused := []struct {
+		name, set, says string
+	}{
+		{"an unknown Argo CD TLS mode is refused naming the field and the choices", "argocd.tls.mode=strict",
+			`at '/argocd/tls/mode': value must be one of 'verify', 'ca', 'insecure', 'plaintext'`},
+		{"zero replicas are refused", "replicas=0", `at '/replicas': minimum: got 0, want 1`},
+		{"a misspelled value is refused instead of ignored", "replica=3", `additional properties 'replica' not allowed`},
+		{"a digest that is not sha256 is refused", "image.digest=v0.1.0", `at '/image/digest'`},
+	}
+	for _, r := range refused {
+		t.Run(r.name, func(t *testing.T) {
+			_, err := runHelm(t, "syncmedic", "syncmedic", r.set)
+			require.ErrorContains(t, err, r.says)
+		})
+	}
+	t.Run("without the schema the template still refuses an unknown Argo CD TLS mode", func(t *testing.T) {
+		_, err := runHelm(t, "syncmedic", "syncmedic", "argocd.server="+server, "argocd.tls.mode=strict", "--skip-schema-validation")
 		require.ErrorContains(t, err, `argocd.tls.mode is "strict": use verify, ca, insecure or plaintext`)
 	})
 	t.Run("secrets.create without the Flux HMAC token is refused", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,11 +31,16 @@ func helmTemplate(t *testing.T, release, namespace string, set ...string) []*uns
 	return decodeObjects(t, out)
 }
 
-// runHelm runs `helm template` and returns its standard output; the error carries its standard error.
+// runHelm runs `helm template` with each of set as --set, or as a flag when it starts with "--", and returns its
+// standard output; the error carries its standard error.
 func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, error) {
 	t.Helper()
 	args := []string{"template", release, chartDir, "--namespace", namespace}
 	for _, s := range set {
+		if strings.HasPrefix(s, "--") { // a flag of helm template, e.g. --skip-schema-validation
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	cmd := helmCommand(t, args...)

@@ -168,7 +168,7 @@ func exportedMetrics(t *testing.T) metricRecorder {
 	require.NoError(t, err)
 	require.NotEmpty(t, rec)
 
-	files, err := filepath.Glob(filepath.Join("..", "cmd", "syncmedic", "serve*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "cmd", "syncmedic", "*.go"))
 	require.NoError(t, err)
 	literal := regexp.MustCompile(`"(syncmedic_[a-z0-9_]+)"`)
 	for _, f := range files {
