@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -52,7 +51,11 @@ type serveOptions struct {
 }
 
 func newServeCommand() *cobra.Command {
-	o := &serveOptions{thresholds: snapshot.DefaultThresholds()}
+	return serveCommand(&serveOptions{thresholds: snapshot.DefaultThresholds()})
+}
+
+// serveCommand is `syncmedic serve` with its flags parsed into o.
+func serveCommand(o *serveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Watch Argo CD and Flux, track incidents, notify and (where the policy allows) fix them",
@@ -170,7 +173,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, o *serveOptions) error {
 type daemon struct {
 	o          *serveOptions
 	log        *slog.Logger
-	reg        *prometheus.Registry
+	reg        *metricsRegistry
 	policy     *policyHolder
 	elector    *leader.Elector
 	dispatcher *notify.Dispatcher
@@ -185,7 +188,7 @@ type daemon struct {
 }
 
 func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, policy *policyHolder, log *slog.Logger) (*daemon, error) {
-	d := &daemon{o: o, log: log, reg: prometheus.NewRegistry(), policy: policy, beat: newHeartbeat(time.Now)}
+	d := &daemon{o: o, log: log, reg: newMetricsRegistry(), policy: policy, beat: newHeartbeat(time.Now)}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	identity := replicaIdentity(o.identity)
 	leading := func() bool { return true }
@@ -306,7 +309,7 @@ func (d *daemon) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", d.beat.healthz)
 	mux.Handle("/readyz", &d.ready)
-	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg.Registry}))
 	for _, p := range d.parts {
 		for path, h := range p.Handlers {
 			mux.Handle(path, h)

@@ -261,9 +261,13 @@ func (a *argoConn) CanI(ctx context.Context, in *accountpkg.CanIRequest, opts ..
 }
 
 // registerWatcherMetrics exposes the watcher's counters: events, live-state API calls (zero for healthy apps),
-// reconnects and applications held.
+// reconnects and applications held. With --argocd-instance they carry argocd_instance (not instance, the label
+// Prometheus gives every scrape target).
 func registerWatcherMetrics(reg prometheus.Registerer, w *argocd.Watcher, instance string) {
-	labels := prometheus.Labels{"instance": instance}
+	var labels prometheus.Labels
+	if instance != "" {
+		labels = prometheus.Labels{"argocd_instance": instance}
+	}
 	counter := func(name, help string, v func(argocd.WatcherStats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return float64(v(w.Stats())) })
