@@ -3,8 +3,13 @@ package ui
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +51,37 @@ func TestExtensionIsServedForArgoCD(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, a, b)
 	})
+}
+
+// TestExtensionBundleIsBuiltFromItsSources keeps the committed bundle (what go:embed serves) in step with
+// ui/extension/src: it runs the package's own build script into a temporary file and compares.
+func TestExtensionBundleIsBuiltFromItsSources(t *testing.T) {
+	esbuild := filepath.Join("extension", "node_modules", ".bin", "esbuild")
+	if _, err := os.Stat(esbuild); err != nil {
+		if testing.Short() {
+			t.Skip("ui/extension/node_modules is missing: run make tools-ui")
+		}
+		t.Fatalf("ui/extension/node_modules is missing: run make tools-ui (%v)", err)
+	}
+	var pkg struct {
+		Scripts map[string]string `json:"scripts"`
+	}
+	b, err := os.ReadFile(filepath.Join("extension", "package.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &pkg))
+	args := strings.Fields(pkg.Scripts["build"])
+	require.Equal(t, "esbuild", args[0])
+	out := filepath.Join(t.TempDir(), ExtensionFile)
+	for i, a := range args {
+		if strings.HasPrefix(a, "--outfile=") {
+			args[i] = "--outfile=" + out
+		}
+	}
+	cmd := exec.Command(filepath.Join("node_modules", ".bin", "esbuild"), args[1:]...)
+	cmd.Dir = "extension"
+	msg, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(msg))
+	fresh, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, string(fresh), string(extensionBundle), "ui/extension/dist is stale: run make tools-ui and commit it")
 }

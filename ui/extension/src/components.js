@@ -7,7 +7,7 @@ const h = React.createElement;
 const colors = { firing: '#e96d76', remediating: '#0dadea', resolved: '#18be94' };
 const mono = { fontFamily: 'monospace' };
 const pre = { background: '#1d2733', color: '#e8eef2', padding: '6px 8px', borderRadius: 4, whiteSpace: 'pre-wrap', wordBreak: 'break-all', margin: '4px 0' };
-const th = { textAlign: 'left', color: '#6d7f8b', fontWeight: 'normal', paddingRight: 8, verticalAlign: 'top', whiteSpace: 'nowrap' };
+const th = { textAlign: 'left', color: '#6d7f8b', fontWeight: 'normal', paddingRight: 8, verticalAlign: 'top', width: '35%', wordBreak: 'break-all' };
 const section = { margin: '12px 0 4px', fontSize: 12, textTransform: 'uppercase', color: '#6d7f8b' };
 
 function Badge(props) {

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/ui"
+)
+
+// screenshots is where the browser tests write the README's screenshots under -update.
+var screenshots = filepath.Join("..", "..", "docs", "screenshots")
+
+// chromium runs Debian's headless Chromium with the flags this closed network needs and returns its stdout.
+func chromium(t *testing.T, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("chromium is not installed: run make tools-ui")
+		}
+		t.Fatalf("chromium is not installed: run make tools-ui (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1200,800", "--virtual-time-budget=5000"}
+	cmd := exec.CommandContext(ctx, path, append(base, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "chromium %v: %s", args, stderr.String())
+	return stdout.String()
+}
+
+// dumpDOM returns the DOM of url after its scripts ran (and polled) for five seconds of virtual time.
+func dumpDOM(t *testing.T, url string) string {
+	t.Helper()
+	return chromium(t, "--dump-dom", url)
+}
+
+// screenshot takes a PNG of url; under -update it also replaces docs/screenshots/name.
+func screenshot(t *testing.T, url, name string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	chromium(t, "--hide-scrollbars", "--screenshot="+file, url)
+	png, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+	if *update {
+		require.NoError(t, os.MkdirAll(screenshots, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(screenshots, name), png, 0o644))
+	}
+}
+
+// TestIncidentPageInChromium loads the incident page of a running serve, fed by the test control plane, in headless
+// Chromium and checks what it renders.
+func TestIncidentPageInChromium(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "migrate", App: ns + "-checkout"})
+	serve := startUIServe(t, env)
+	serve.waitIncidents(t, ns, ns+"/"+job.Name)
+	page := serve.Base + ui.PagePath
+
+	t.Run("with the token the page shows the incident, its evidence and its fix", func(t *testing.T) {
+		dom := dumpDOM(t, page+"#token="+url.QueryEscape(serve.Token))
+		for _, want := range []string{
+			`class="incident firing"`,
+			"Job.batch/" + ns + "/" + job.Name,
+			"Argo CD app " + ns + "-checkout",
+			"metadata.finalizers",
+			"argocd.argoproj.io/hook-finalizer",
+			">Evidence<", ">Fix<", ">Timeline<",
+			"kubectl get job.batch " + job.Name + " -n " + ns,
+			" shown · updated ",
+		} {
+			require.Contains(t, dom, want)
+		}
+		require.NotContains(t, dom, "not updated")
+		require.NotContains(t, dom, serve.Token, "the token left the address bar and is not in the page")
+	})
+	t.Run("without a token the page asks for one and shows nothing", func(t *testing.T) {
+		dom := dumpDOM(t, page)
+		require.Contains(t, dom, `<form id="login">`, "the login form is not hidden")
+		require.NotContains(t, dom, `class="incident`)
+	})
+	t.Run("a wrong token is refused and the page asks again", func(t *testing.T) {
+		dom := dumpDOM(t, page+"#token=wrong")
+		require.Contains(t, dom, `<form id="login">`)
+		require.Contains(t, dom, "the token was refused")
+		require.NotContains(t, dom, `class="incident`)
+	})
+	t.Run("the page is screenshotted for the README", func(t *testing.T) {
+		screenshot(t, page+"#token="+url.QueryEscape(serve.Token), "incident-page.png")
+	})
+}
+
+// extensionHost serves ui/extension/testdata/host.html — a stand-in for Argo CD's application view that provides
+// React, ReactDOM and the documented window.extensionsAPI — with the bundle serve hands out, and forwards
+// /extensions/syncmedic/ to serve the way argocd-server's proxy extension does (prefix stripped, the configured
+// Authorization header set; the Argocd-Application-Name and Argocd-Project-Name headers come from the extension).
+func extensionHost(t *testing.T, serve *uiServe) *httptest.Server {
+	t.Helper()
+	ext := filepath.Join("..", "..", "ui", "extension")
+	umd := filepath.Join(ext, "node_modules", "react", "umd", "react.production.min.js")
+	if _, err := os.Stat(umd); err != nil {
+		if testing.Short() {
+			t.Skip("ui/extension/node_modules is missing: run make tools-ui")
+		}
+		t.Fatalf("ui/extension/node_modules is missing: run make tools-ui (%v)", err)
+	}
+	target, err := url.Parse(serve.Base)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	director := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		director(r)
+		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/extensions/syncmedic")
+		r.Header.Del("Cookie")
+		r.Header.Set("Authorization", "Bearer "+serve.Token)
+		r.Header.Set("Argocd-Username", "alice")
+	}
+	file := func(path, contentType string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", contentType)
+			http.ServeFile(w, r, path)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/host.html", file(filepath.Join(ext, "testdata", "host.html"), "text/html; charset=utf-8"))
+	mux.Handle("/react.js", file(umd, "text/javascript"))
+	mux.Handle("/react-dom.js", file(filepath.Join(ext, "node_modules", "react-dom", "umd", "react-dom.production.min.js"), "text/javascript"))
+	mux.HandleFunc("/extension-syncmedic.js", func(w http.ResponseWriter, r *http.Request) {
+		r.URL.Path = ui.ExtensionBundlePath
+		proxy.ServeHTTP(w, r)
+	})
+	mux.Handle("/extensions/syncmedic/", proxy)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestArgoCDExtensionInChromium loads the extension bundle served by a running serve into a host page that provides
+// Argo CD's extension API, in headless Chromium, and checks the status panel, the application tab and the resource
+// tab it renders for one application.
+func TestArgoCDExtensionInChromium(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	checkout, billing := ns+"-checkout", ns+"-billing"
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "checkout-migrate", App: checkout})
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "billing-migrate", App: billing})
+	serve := startUIServe(t, env)
+	serve.waitIncidents(t, ns, ns+"/checkout-migrate", ns+"/billing-migrate")
+	host := extensionHost(t, serve)
+	page := host.URL + "/host.html?" + url.Values{"app": {checkout}, "job": {"checkout-migrate"}, "jobns": {ns}}.Encode()
+
+	dom := dumpDOM(t, page)
+	for _, tc := range []struct{ name, want string }{
+		{"the bundle registers a status panel, an application tab and a resource tab", `data-registered="1,1,1"`},
+		{"the status panel names the open incident", `class="syncmedic-status"`},
+		{"the application tab shows the application's incident", "Job/" + ns + "/checkout-migrate"},
+		{"the tabs show the evidence", "metadata.finalizers"},
+		{"the tabs show the commands of the fix", "kubectl get job.batch checkout-migrate -n " + ns},
+		{"the resource tab is titled for the resource", "Resource tab: syncmedic (Job checkout-migrate)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { require.Contains(t, dom, tc.want) })
+	}
+	t.Run("another application's incident is not shown", func(t *testing.T) {
+		require.NotContains(t, dom, "billing-migrate")
+	})
+	t.Run("no call failed", func(t *testing.T) {
+		require.NotContains(t, dom, "syncmedic: HTTP")
+		require.NotContains(t, dom, "unavailable")
+		require.NotContains(t, dom, "Loading syncmedic incidents")
+	})
+	t.Run("the extension is screenshotted for the README", func(t *testing.T) {
+		screenshot(t, page, "argocd-extension.png")
+	})
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the browser tests need and builds the Argo CD UI extension. Idempotent and quick when up to date.
+#   - chromium and chromium-driver (Debian packages) when /usr/bin/chromium is missing: the headless browser of
+#     cmd/syncmedic's *InChromium tests
+#   - `npm ci` in ui/extension (esbuild and, for the tests' host page only, React's UMD builds, pinned by
+#     package-lock.json) and `npm run build` into ui/extension/dist/extension-syncmedic.js (committed: go:embed serves
+#     it), when package.json, package-lock.json, src/ or the Node.js version changed (stamp: bin/.ui-extension.stamp)
+# `hack/ui-tools.sh screenshots` then regenerates docs/screenshots/*.png from the browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/bin
+EXT=$ROOT/ui/extension
+
+log() { printf 'tools-ui: %s\n' "$*" >&2; }
+
+if [ ! -x /usr/bin/chromium ]; then
+  log "installing chromium and chromium-driver (Debian packages)"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+  log "npm is missing: install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
+  exit 1
+fi
+mkdir -p "$BIN"
+stamp=$(cd "$EXT" && cat package.json package-lock.json $(find src -type f | LC_ALL=C sort) <(node --version) | sha256sum | cut -c1-16)
+if [ ! -d "$EXT/node_modules" ] || [ ! -f "$EXT/dist/extension-syncmedic.js" ] || [ "$(cat "$BIN/.ui-extension.stamp" 2>/dev/null)" != "$stamp" ]; then
+  log "npm ci and npm run build in ui/extension"
+  (cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+  echo "$stamp" >"$BIN/.ui-extension.stamp"
+fi
+
+if [ "${1:-}" = "screenshots" ]; then
+  log "regenerating docs/screenshots (browser tests against the test control plane)"
+  KUBEBUILDER_ASSETS=$BIN SYNCMEDIC_BIN=$BIN go test ./cmd/syncmedic -run 'InChromium' -count=1 -update
+fi
