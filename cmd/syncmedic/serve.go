@@ -185,6 +185,8 @@ type daemon struct {
 	failed []*sourceState
 	ready  readiness
 	beat   *heartbeat
+	// restartBackOff paces the restarts of a source that stopped with an error (default newConnectBackOff).
+	restartBackOff func() backoff.BackOff
 }
 
 func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, policy *policyHolder, log *slog.Logger) (*daemon, error) {
@@ -321,7 +323,11 @@ func (d *daemon) mux() *http.ServeMux {
 // runSource runs s until ctx ends. When s stops with an error, /readyz shows the error under the component's name
 // and s runs again after a backoff: one source failing stops neither the others nor the receiver.
 func (d *daemon) runSource(ctx context.Context, i int, s syncmedic.Source) {
-	b := backoff.WithContext(newConnectBackOff(), ctx)
+	newBackOff := d.restartBackOff
+	if newBackOff == nil {
+		newBackOff = newConnectBackOff
+	}
+	b := backoff.WithContext(newBackOff(), ctx)
 	for {
 		started := time.Now()
 		err := s.Run(ctx, d.tracker)

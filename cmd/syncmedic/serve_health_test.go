@@ -171,3 +171,49 @@ func TestLateSourceRetriesUntilItsPeerAnswers(t *testing.T) {
 		require.False(t, ok)
 	})
 }
+
+// failingOnce stops with err on its first run and runs until its context ends after that.
+type failingOnce struct {
+	err  error
+	runs atomic.Int64
+}
+
+func (s *failingOnce) Run(ctx context.Context, _ syncmedic.Sink) error {
+	if s.runs.Add(1) == 1 {
+		return s.err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func TestASourceThatStopsIsShownOnReadyzAndRestarted(t *testing.T) {
+	refused := errors.New("argocd watch (all applications): not authenticated")
+	tests := []struct {
+		name string
+		// wait is the backoff before the restart.
+		wait      time.Duration
+		wantRuns  int64
+		wantReady string
+	}{
+		{name: "while it waits to restart, /readyz shows why it stopped", wait: time.Hour, wantRuns: 1,
+			wantReady: "argocd: stopped, restarting in 1h0m0s: argocd watch (all applications): not authenticated\n"},
+		{name: "once restarted it runs again and the error is cleared", wait: 0, wantRuns: 2, wantReady: "argocd: ok\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &failingOnce{err: refused}
+			d := &daemon{log: slog.New(slog.DiscardHandler), names: []string{"argocd"}, failed: []*sourceState{{}},
+				restartBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(tt.wait) }}
+			d.ready.add("argocd", d.failed[0].get)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); d.runSource(ctx, 0, src) }()
+			defer func() { cancel(); <-done }()
+			var body string
+			require.Eventually(t, func() bool {
+				body, _ = d.ready.report()
+				return src.runs.Load() == tt.wantRuns && body == tt.wantReady
+			}, 10*time.Second, time.Millisecond, "runs %d, /readyz %q", src.runs.Load(), body)
+		})
+	}
+}
