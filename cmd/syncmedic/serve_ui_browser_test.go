@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/ui"
 )
@@ -170,7 +172,6 @@ func TestArgoCDExtensionInChromium(t *testing.T) {
 	dom := dumpDOM(t, page)
 	for _, tc := range []struct{ name, want string }{
 		{"the bundle registers a status panel, an application tab and a resource tab", `data-registered="1,1,1"`},
-		{"the status panel names the open incident", `class="syncmedic-status"`},
 		{"the application tab shows the application's incident", "Job/" + ns + "/checkout-migrate"},
 		{"the tabs show the evidence", "metadata.finalizers"},
 		{"the tabs show the commands of the fix", "kubectl get job.batch checkout-migrate -n " + ns},
@@ -178,6 +179,20 @@ func TestArgoCDExtensionInChromium(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Contains(t, dom, tc.want) })
 	}
+	t.Run("the resource tab of the Application itself shows every incident of the application", func(t *testing.T) {
+		_, tab, ok := strings.Cut(dom, `id="application-resource-tab"`)
+		require.True(t, ok)
+		tab, _, _ = strings.Cut(tab, `class="panes"`)
+		require.Contains(t, tab, "Job/"+ns+"/checkout-migrate")
+	})
+	t.Run("the status panel names the open incident and its age", func(t *testing.T) {
+		rule, ok := syncmedic.LookupRule(syncmedic.RuleStuckTerminating)
+		require.True(t, ok)
+		_, panel, ok := strings.Cut(dom, `class="syncmedic-status"`)
+		require.True(t, ok, "no status panel entry")
+		panel, _, _ = strings.Cut(panel, `class="panes"`)
+		require.Regexp(t, regexp.QuoteMeta(rule.Title)+` — \d+(s| min)`, panel)
+	})
 	t.Run("another application's incident is not shown", func(t *testing.T) {
 		require.NotContains(t, dom, "billing-migrate")
 	})

@@ -11,6 +11,13 @@ export function appHeaders(app) {
 
 export function isOpen(inc) { return inc.state !== 'resolved'; }
 
+// isApplication reports whether resource is the application itself.
+export function isApplication(resource, app) {
+  const md = (resource && resource.metadata) || {};
+  return !!resource && resource.kind === 'Application' && (resource.apiVersion || '').indexOf('argoproj.io/') === 0 &&
+    md.name === app.metadata.name && (md.namespace || app.metadata.namespace) === app.metadata.namespace;
+}
+
 // incidentsOf returns the incidents about one resource of the application's tree.
 export function incidentsOf(items, resource) {
   if (!resource) return [];

@@ -2,7 +2,7 @@
 // and a resource tab, showing why a sync is stuck and how to fix it, read through the proxy extension
 // (/extensions/syncmedic/ on argocd-server, which checks the user's RBAC and forwards to syncmedic's incident API).
 // React comes from the host (window.React); nothing else is loaded.
-import { api, appHeaders, incidentsOf, isOpen } from './api.js';
+import { api, appHeaders, incidentsOf, isApplication, isOpen } from './api.js';
 import { IncidentList, StatusPanel, Flyout } from './components.js';
 
 const React = window.React;
@@ -37,9 +37,12 @@ function AppTab(props) {
   return h(IncidentList, { state: s, items: s.items });
 }
 
+// ResourceTab shows the incidents about one resource; on the Application itself (Argo CD's application tab is the
+// resource tab of argoproj.io/Application) every incident of the application.
 function ResourceTab(props) {
   const s = useIncidents(props.application);
-  return h(IncidentList, { state: s, items: incidentsOf(s.items, props.resource) });
+  const items = isApplication(props.resource, props.application) ? s.items : incidentsOf(s.items, props.resource);
+  return h(IncidentList, { state: s, items: items });
 }
 
 function Panel(props) {
