@@ -358,8 +358,8 @@ func (y *yamlDocs) addLine(l []byte) bool {
 	y.docLines++
 	if !y.inItems {
 		if isItemsKey(l) {
-			if y.listDone {
-				return false // a second items key
+			if y.listDone || !rootAtColumn0(y.doc) {
+				return false // a second items key, or a root indented (where items: cannot be its key)
 			}
 			y.inItems, y.dash = true, -1
 			return true
@@ -404,6 +404,21 @@ func (y *yamlDocs) addLine(l []byte) bool {
 	return true
 }
 
+// rootAtColumn0 reports whether the first line of doc that is not blank (if any) starts at column 0.
+func rootAtColumn0(doc []byte) bool {
+	for len(doc) > 0 {
+		i := bytes.IndexByte(doc, '\n')
+		if i < 0 {
+			i = len(doc) - 1
+		}
+		if l := doc[:i+1]; !isBlank(l) {
+			return l[0] != ' '
+		}
+		doc = doc[i+1:]
+	}
+	return true
+}
+
 // isDashLine reports a line "- something" with its dash at column ind.
 func isDashLine(l []byte, ind int) bool {
 	return len(l) > ind+2 && l[ind] == '-' && l[ind+1] == ' ' && !isBlank(l[ind+2:])
@@ -440,6 +455,10 @@ func (y *yamlDocs) endItem() bool {
 			y.s.count(t.gk)
 			return true
 		}
+	}
+	if m, ok := decodeYAMLFast(doc); ok {
+		y.s.addValue(y.name, 0, m)
+		return len(y.s.Problems) == 0
 	}
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
@@ -495,6 +514,10 @@ func (y *yamlDocs) endDoc() bool {
 		return true
 	}
 	// A document of its own is always decoded, so a syntax error in it is reported whatever its kind.
+	if m, ok := decodeYAMLFast(doc); ok {
+		y.s.addValue(y.name, start, m)
+		return true
+	}
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		y.s.Problems = append(y.s.Problems, Problem{File: y.name, Line: start + errLine(err), Err: cleanErr(err)})

@@ -1,0 +1,146 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+// slowYAML is the reference decode of one document: yaml.YAMLToJSON, a json.Number decode and normalizeNumbers.
+func slowYAML(doc []byte) (interface{}, error) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	var v interface{}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return normalizeNumbers(v), nil
+}
+
+func TestDecodeYAMLFast(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		fast bool // decodeYAMLFast takes it on (else it must say no)
+	}{
+		{name: "block mappings and sequences as kubectl prints them", fast: true,
+			doc: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  annotations:\n    argocd.argoproj.io/hook: PreSync\n  finalizers:\n  - argocd.argoproj.io/hook-finalizer\n  generation: 3\n  name: migrate\nspec:\n  template:\n    spec:\n      containers:\n      - args:\n        - -c\n        - echo\n        image: busybox:1.36\n        name: m\n      restartPolicy: Never\nstatus:\n  active: 0\n  ready: -1\n  succeeded: 1\n"},
+		{name: "flow collections, quoted scalars, booleans and nulls", fast: true,
+			doc: "metadata: {name: a, labels: {x: \"True\", z: 'it''s'}, k: ~}\nspec: [1, true, false, null, \"2025-01-01T00:00:00Z\", '']\nempty: {}\nnone: []\nnothing:\nq: 'a: b'\n"},
+		{name: "scalars YAML resolves itself: floats, timestamps, octal, hex, big ints", fast: true,
+			doc: "a: 1.5\nb: 2.0\nc: 2025-01-01T00:00:00Z\nd: 0777\ne: 0x1F\nf: 99999999999999999999\ng: -0\ni: +5\nj: 1e3\n"},
+		{name: "YAML 1.1 booleans stay booleans", fast: true,
+			doc: "a: yes\nb: No\nc: on\nd: OFF\ne: y\nf: Null\n"},
+		{name: "escapes in double quotes", fast: true, doc: "a: \"tab\\there\"\nb: \"\\u00e9\"\n"},
+		{name: "a block scalar", doc: "data:\n  script: |\n    echo a\n    echo b\n"},
+		{name: "a folded scalar", doc: "a: >\n  x\n  y\n"},
+		{name: "a multi-line plain scalar", doc: "a: one\n  two\n"},
+		{name: "anchors and aliases", doc: "a: &x {b: 1}\nc: *x\n"},
+		{name: "a merge key", doc: "a: {b: 1}\n<<: {c: 2}\n"},
+		{name: "a tag", doc: "a: !!str 5\n"},
+		{name: "infinity, which JSON cannot hold", doc: "a: .inf\n"},
+		{name: "a quote in single quotes", fast: true, doc: "a: 'it''s'\nb: ['x''', '''y']\n"},
+		{name: "duplicate keys", doc: "a: 1\na: 2\n"},
+		{name: "a boolean key", doc: "on: 1\n"},
+		{name: "a number key", doc: "8080: http\n"},
+		{name: "a comment after a value", doc: "a: b # note\n"},
+		{name: "a root that is a sequence", doc: "- a\n- b\n"},
+		{name: "tabs", doc: "a:\n\tb: 1\n"},
+		{name: "a nested sequence", doc: "a:\n- - 1\n"},
+		{name: "an unclosed flow mapping", doc: "a: {b: 1\n"},
+		{name: "a URL in a flow mapping", doc: "a: {u: http://x}\n"},
+		{name: "a trailing comma", doc: "a: [1, 2, ]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := decodeYAMLFast([]byte(tt.doc))
+			require.Equal(t, tt.fast, ok)
+			if ok {
+				want, err := slowYAML([]byte(tt.doc))
+				require.NoError(t, err)
+				require.Equal(t, want, interface{}(got))
+			}
+		})
+	}
+}
+
+// FuzzDecodeYAMLFast: whatever decodeYAMLFast takes on, it decodes exactly as the reference does.
+func FuzzDecodeYAMLFast(f *testing.F) {
+	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels: {x: y}\nspec:\n  containers:\n  - name: c\n    ports: [80, 443]\n"))
+	f.Add([]byte("a: [1, {b: 'c', d: \"e\"}, null]\nf: 1.0\n"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got, ok := decodeYAMLFast(doc)
+		if !ok {
+			return
+		}
+		want, err := slowYAML(doc)
+		if err != nil {
+			t.Fatalf("fast decoded %q that YAML rejects: %v", doc, err)
+		}
+		require.Equal(t, want, interface{}(got), "doc %q", doc)
+	})
+}
+
+// requireSameRead checks that the stream reads data as addAll does when addAll finds no problem.
+func requireSameRead(t testing.TB, name string, data []byte) {
+	all := &Snapshot{KeepUsedOnly: true}
+	all.init()
+	all.addAll(name, data)
+	if len(all.Problems) > 0 {
+		return
+	}
+	st := &Snapshot{KeepUsedOnly: true}
+	st.Add(name, data)
+	require.Equal(t, all.Objects, st.Objects)
+	require.Equal(t, all.Problems, st.Problems)
+	require.Equal(t, all.kinds, st.kinds)
+	require.Equal(t, all.counts, st.counts)
+	require.Equal(t, all.total, st.total)
+}
+
+func TestStreamReadsAsAddAll(t *testing.T) {
+	for _, dir := range []string{"../examples/stuck-cluster", "../examples/healthy-cluster"} {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if !isDumpFile(e.Name()) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			require.NoError(t, err)
+			t.Run(e.Name(), func(t *testing.T) { requireSameRead(t, e.Name(), data) })
+		}
+	}
+	cases := map[string]string{
+		"list.yaml":       "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: PersistentVolumeClaim\n  metadata:\n    name: a\n    deletionTimestamp: \"2025-01-01T00:00:00Z\"\n    finalizers: [kubernetes.io/pvc-protection]\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: b\n  data:\n    x: |\n      multi\n      line\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s, managedFields: [{manager: kubectl}], annotations: {kubectl.kubernetes.io/last-applied-configuration: \"{}\"}}\nkind: List\nmetadata:\n  resourceVersion: \"\"\n",
+		"indented.yaml":   "kind: List\nitems:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n  - apiVersion: batch/v1\n    kind: Job\n    metadata: {name: j, annotations: {helm.sh/hook: pre-install}}\n",
+		"notalist.yaml":   "apiVersion: v1\nkind: Thing\nitems:\n- a\nmetadata: {name: x}\n",
+		"list.json":       `{"apiVersion":"v1","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}},{"apiVersion":"v1","kind":"Pod","metadata":{"name":"q","deletionTimestamp":"2025-01-01T00:00:00Z"}},{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}],"kind":"List","metadata":{}}`,
+		"apps.json":       `[{"metadata":{"name":"a","namespace":"argocd"},"spec":{"source":{"repoURL":"r"},"destination":{"namespace":"x"}}},null,[{"apiVersion":"v1","kind":"Pod","metadata":{}}]]`,
+		"object.json":     `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}`,
+		"escaped.json":    `[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","deletion\u0054imestamp":"2025-01-01T00:00:00Z"}}]`,
+		"alias.yaml":      "kind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: &m {name: a, deletionTimestamp: \"2025-01-01T00:00:00Z\"}\n- apiVersion: v1\n  kind: Pod\n  metadata: *m\n",
+		"crd.yaml":        "kind: List\nitems:\n- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: helmreleases.helm.toolkit.fluxcd.io}\n- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: other.example.com}\n",
+		"multidoc.yaml":   "---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n# c\n---\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: b\n",
+		"quotedkind.yaml": "kind: List\nitems:\n- apiVersion: \"v1\"\n  kind: 'Pod'\n  metadata:\n    name: b\n- apiVersion: v1\n  kind: Yes\n  metadata:\n    name: c\n",
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) { requireSameRead(t, name, []byte(data)) })
+	}
+}
+
+// FuzzStream: on any input addAll reads without a problem, the stream reads the same objects and counts.
+func FuzzStream(f *testing.F) {
+	f.Add("l.yaml", []byte("kind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s\n"))
+	f.Add("l.json", []byte(`{"items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}],"kind":"PodList"}`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) { requireSameRead(t, name, data) })
+}
