@@ -2,6 +2,7 @@
 # Installs what the browser tests need and builds the Argo CD UI extension. Idempotent and quick when up to date.
 #   - chromium and chromium-driver (Debian packages) when /usr/bin/chromium is missing: the headless browser of
 #     cmd/syncmedic's *InChromium tests
+#   - nodejs and npm (Debian packages) when npm is missing
 #   - `npm ci` in ui/extension (esbuild and, for the tests' host page only, React's UMD builds, pinned by
 #     package-lock.json) and `npm run build` into ui/extension/dist/extension-syncmedic.js (committed: go:embed serves
 #     it), when package.json, package-lock.json, src/ or the Node.js version changed (stamp: bin/.ui-extension.stamp)
@@ -14,17 +15,22 @@ EXT=$ROOT/ui/extension
 
 log() { printf 'tools-ui: %s\n' "$*" >&2; }
 
+# apt-install PACKAGE...: Debian packages, with sudo when not root.
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 if [ ! -x /usr/bin/chromium ]; then
   log "installing chromium and chromium-driver (Debian packages)"
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  apt_install chromium chromium-driver
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
-  log "npm is missing: install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
-  exit 1
+  log "installing nodejs and npm (Debian packages)"
+  apt_install nodejs npm
 fi
 mkdir -p "$BIN"
 stamp=$(cd "$EXT" && cat package.json package-lock.json $(find src -type f | LC_ALL=C sort) <(node --version) | sha256sum | cut -c1-16)
