@@ -74,7 +74,8 @@
     var where = objectName(inc.object);
     if (inc.app) where += ' · Argo CD app ' + (inc.app.namespace ? inc.app.namespace + '/' : '') + inc.app.name + (inc.app.project ? ' (project ' + inc.app.project + ')' : '');
     if (inc.fluxOwner) where += ' · applied by ' + inc.fluxOwner;
-    var links = inc.links.map(function (l) { return el('a', { href: l.url, rel: 'noreferrer' }, [l.title]); });
+    var links = inc.links.filter(function (l) { return /^https?:\/\//.test(l.url); })
+      .map(function (l) { return el('a', { href: l.url, rel: 'noreferrer' }, [l.title]); });
     return el('article', { 'class': 'incident ' + inc.state, id: 'incident-' + inc.id }, [
       el('h2', {}, [el('span', { 'class': 'badge ' + inc.state }, [inc.state]), el('span', { 'class': 'badge ' + inc.severity }, [inc.severity]), inc.title]),
       el('div', { 'class': 'meta' }, [inc.rule + ' · ' + where + ' · open ' + age(inc.openedAt) + (inc.resolvedAt ? ' · resolved ' + age(inc.resolvedAt) + ' ago' : '')]),
