@@ -54,3 +54,18 @@ func FuzzVerifySignature(f *testing.F) {
 		require.Error(t, VerifySignature(append(append([]byte{}, body...), 'x'), header, token), "a changed body must not verify")
 	})
 }
+
+// FuzzDecodeEventFast checks that whatever decodeEventFast takes on, it decodes exactly as json.Unmarshal does.
+func FuzzDecodeEventFast(f *testing.F) {
+	f.Add(sampleEvent(f))
+	f.Add([]byte(`{"involvedObject":{"kind":"HelmRelease","name":"a","uid":"u"},"metadata":{"a":"b"},"relatedObject":{"name":"x"},"timestamp":"2025-01-01T00:00:00Z","severity":"info"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := decodeEventFast(body)
+		if !ok {
+			return
+		}
+		var want Event
+		require.NoError(t, unmarshalEvent(body, &want), "fast decoded %q", body)
+		require.Equal(t, &want, fast)
+	})
+}

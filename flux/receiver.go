@@ -1,10 +1,12 @@
 package flux
 
 import (
-	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha512"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"mime"
@@ -44,8 +46,10 @@ type Receiver struct {
 	log      *slog.Logger
 	counter  *prometheus.CounterVec
 	results  map[string]prometheus.Counter
+	accepted prometheus.Counter
 	queue    chan *Event
-	bufs     sync.Pool
+	bufs     sync.Pool             // *[]byte: request bodies
+	macs     map[string]*sync.Pool // by hash name, *pooledMAC: HMACs keyed with the token
 	mu       sync.RWMutex
 	stopped  bool
 	runMutex sync.Mutex
@@ -77,7 +81,17 @@ func NewReceiver(o ReceiverOptions) (*Receiver, error) {
 	for _, res := range allResults {
 		r.results[res] = counter.WithLabelValues(res)
 	}
-	r.bufs.New = func() any { return new(bytes.Buffer) }
+	r.accepted = r.results[ResultAccepted]
+	r.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	if len(o.Token) > 0 {
+		r.macs = map[string]*sync.Pool{}
+		for name, newHash := range signatureHashes {
+			r.macs[name] = &sync.Pool{New: func() any {
+				return &pooledMAC{mac: hmac.New(newHash, o.Token), sum: make([]byte, 0, maxSignatureBytes),
+					want: make([]byte, maxSignatureBytes)}
+			}}
+		}
+	}
 	return r, nil
 }
 
@@ -96,21 +110,21 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reply(w, http.StatusRequestEntityTooLarge, ResultTooLarge, "body exceeds "+strconv.FormatInt(r.opts.MaxBodyBytes, 10)+" bytes")
 		return
 	}
-	buf := r.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
+	buf := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(buf)
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes)); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			r.reply(w, http.StatusRequestEntityTooLarge, ResultTooLarge, "body exceeds "+strconv.FormatInt(r.opts.MaxBodyBytes, 10)+" bytes")
-			return
-		}
+	body, tooLarge, err := readBody((*buf)[:0], req.Body, r.opts.MaxBodyBytes)
+	*buf = body[:0]
+	switch {
+	case tooLarge:
+		w.Header().Set("Connection", "close") // as http.MaxBytesReader does: the rest of the body is not read
+		r.reply(w, http.StatusRequestEntityTooLarge, ResultTooLarge, "body exceeds "+strconv.FormatInt(r.opts.MaxBodyBytes, 10)+" bytes")
+		return
+	case err != nil:
 		r.reply(w, http.StatusBadRequest, ResultMalformed, "reading body: "+oneLine(err))
 		return
 	}
-	body := buf.Bytes()
 	if len(r.opts.Token) > 0 {
-		if err := VerifySignature(body, req.Header.Get(SignatureHeader), r.opts.Token); err != nil {
+		if err := r.verify(body, req.Header.Get(SignatureHeader)); err != nil {
 			r.log.Info("flux event rejected", "reason", err.Error(), "remote", req.RemoteAddr)
 			r.reply(w, http.StatusUnauthorized, ResultUnauthorized, err.Error())
 			return
@@ -134,7 +148,7 @@ func (r *Receiver) enqueue(w http.ResponseWriter, ev *Event) {
 	}
 	select {
 	case r.queue <- ev:
-		r.results[ResultAccepted].Inc()
+		r.accepted.Inc()
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		w.Header().Set("Retry-After", RetryAfterSeconds)
@@ -176,9 +190,10 @@ func (r *Receiver) Run(ctx context.Context, _ syncmedic.Sink) error {
 }
 
 func (r *Receiver) handle(ctx context.Context, ev *Event) {
-	o := ev.InvolvedObject
-	r.log.Debug("flux event", "kind", o.Kind, "namespace", o.Namespace, "name", o.Name, "reason", ev.Reason,
-		"severity", ev.Severity, "controller", ev.ReportingController, "subject", ev.Subject())
+	if o := ev.InvolvedObject; r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.Debug("flux event", "kind", o.Kind, "namespace", o.Namespace, "name", o.Name, "reason", ev.Reason,
+			"severity", ev.Severity, "controller", ev.ReportingController, "subject", ev.Subject())
+	}
 	if r.opts.Handle != nil {
 		r.opts.Handle(ctx, ev)
 	}
@@ -188,7 +203,7 @@ func (r *Receiver) handle(ctx context.Context, ev *Event) {
 // Content-Type at all; anything else declared (curl -d sends application/x-www-form-urlencoded unless told
 // otherwise) is refused with 415 and a message saying what to send.
 func jsonContentType(ct string) bool {
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -196,4 +211,87 @@ func jsonContentType(ct string) bool {
 		return false
 	}
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// readBody appends the body to b, reading at most limit+1 bytes; tooLarge says the body is over limit.
+func readBody(b []byte, body io.Reader, limit int64) (_ []byte, tooLarge bool, _ error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if left := limit + 1 - int64(len(b)); int64(len(room)) > left {
+			room = room[:left]
+		}
+		n, err := body.Read(room)
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return b, true, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return b, false, nil
+		}
+		if err != nil {
+			return b, false, err
+		}
+	}
+}
+
+// maxSignatureBytes is the size of the largest HMAC a signature may name (sha512).
+const maxSignatureBytes = sha512.Size
+
+// pooledMAC is an HMAC keyed with the receiver's token and the buffers to check a signature with it.
+type pooledMAC struct {
+	mac       hash.Hash
+	sum, want []byte
+}
+
+// verify is VerifySignature with HMACs from the receiver's pools: it allocates nothing. Any header it does not
+// take on (missing, malformed, an unknown hash, too long) is left to VerifySignature, which words the error.
+func (r *Receiver) verify(body []byte, header string) error {
+	name, sig, ok := strings.Cut(strings.TrimSpace(header), "=")
+	pool := r.macs[strings.ToLower(name)]
+	if !ok || sig == "" || pool == nil || len(sig) > 2*maxSignatureBytes {
+		return VerifySignature(body, header, r.opts.Token)
+	}
+	m := pool.Get().(*pooledMAC)
+	defer pool.Put(m)
+	want, ok := decodeHex(m.want[:0], sig)
+	if !ok {
+		return ErrSignatureMalformed
+	}
+	m.mac.Reset()
+	m.mac.Write(body)
+	if !hmac.Equal(m.mac.Sum(m.sum[:0]), want) {
+		return ErrSignatureMismatch
+	}
+	return nil
+}
+
+// decodeHex appends the bytes of the hex string s to dst, as hex.DecodeString reads it.
+func decodeHex(dst []byte, s string) ([]byte, bool) {
+	if len(s)%2 == 1 {
+		return nil, false
+	}
+	for i := 0; i < len(s); i += 2 {
+		a, ok1 := fromHex(s[i])
+		b, ok2 := fromHex(s[i+1])
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		dst = append(dst, a<<4|b)
+	}
+	return dst, true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
