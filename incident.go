@@ -125,6 +125,26 @@ func (i *Incident) Clone() Incident {
 	return c
 }
 
+// stripMonotonic drops the monotonic clock readings of the incident's times, as a JSON round trip does.
+func (i *Incident) stripMonotonic() {
+	i.OpenedAt, i.UpdatedAt, i.Finding.Since = i.OpenedAt.Round(0), i.UpdatedAt.Round(0), i.Finding.Since.Round(0)
+	if i.ResolvedAt != nil {
+		t := i.ResolvedAt.Round(0)
+		i.ResolvedAt = &t
+	}
+	for k := range i.Attempts {
+		i.Attempts[k].At = i.Attempts[k].At.Round(0)
+	}
+	for k := range i.Outbox {
+		i.Outbox[k].At = i.Outbox[k].At.Round(0)
+		if a := i.Outbox[k].Attempt; a != nil {
+			c := *a
+			c.At = c.At.Round(0)
+			i.Outbox[k].Attempt = &c
+		}
+	}
+}
+
 func incidentID(fingerprint string, opened time.Time) string {
 	return fmt.Sprintf("%s-%d", fingerprint, opened.Unix())
 }

@@ -159,24 +159,30 @@ func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
 
 // MemoryStore keeps incidents in memory (tests, and serve without a state location).
 type MemoryStore struct {
-	mu   sync.Mutex
-	data []byte
+	mu        sync.Mutex
+	incidents []Incident
 }
 
 var _ Store = (*MemoryStore)(nil)
 
-// Load returns what Save stored.
+// Load returns a copy of what Save stored, as a store that decodes would (monotonic clock readings stripped).
 func (s *MemoryStore) Load(context.Context) ([]Incident, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return decodeStore(s.data)
+	out := make([]Incident, len(s.incidents))
+	for i := range s.incidents {
+		out[i] = s.incidents[i].Clone()
+		out[i].stripMonotonic()
+	}
+	return out, nil
 }
 
-// Save stores a copy.
+// Save keeps incidents, which the caller must not change afterwards (the tracker saves copies). It does not encode
+// them: the tracker saves on every change, and encoding every incident each time made an in-memory tracker's cost
+// grow with the number of open incidents.
 func (s *MemoryStore) Save(_ context.Context, incidents []Incident) error {
-	b, err := encodeStore(incidents)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.data = b
-	return err
+	s.incidents = incidents
+	return nil
 }

@@ -43,8 +43,13 @@ type Tracker struct {
 	mu        sync.Mutex
 	incidents map[string]*Incident // by ID
 	open      map[string]string    // fingerprint → ID of the open incident
-	synced    bool                 // memory merged with the store since this replica became leader
-	notifiers []string             // destinations whose deliveries the outbox tracks (nil: outbox off)
+	// bySubject indexes open by subject (subject → fingerprints), so an evaluation costs what its subject has open,
+	// not what the whole tracker has (a watch evaluates every application on every event).
+	bySubject  map[string]map[string]struct{}
+	lastGC     time.Time // last gcLocked; it runs on every change, else at most every gcInterval
+	metricsSet bool      // the incident gauges were set once; afterwards only changes update them
+	synced     bool      // memory merged with the store since this replica became leader
+	notifiers  []string  // destinations whose deliveries the outbox tracks (nil: outbox off)
 }
 
 var _ GoneSink = (*Tracker)(nil)
@@ -73,7 +78,7 @@ func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tracker{o: o, incidents: map[string]*Incident{}, open: map[string]string{}}
+	t := &Tracker{o: o, incidents: map[string]*Incident{}, open: map[string]string{}, bySubject: map[string]map[string]struct{}{}}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if o.Leader() {
@@ -115,7 +120,11 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []Findin
 	}
 	now := t.o.Now()
 	events, matched, dirty := t.evaluateLocked(subject, findings, pol, now)
-	t.gcLocked(now)
+	// Most evaluations change nothing (a healthy application's refresh): skip the passes over every incident.
+	if dirty || now.Sub(t.lastGC) >= gcInterval {
+		t.gcLocked(now)
+		t.lastGC = now
+	}
 	if leader {
 		if dirty {
 			t.saveLocked(ctx)
@@ -124,7 +133,10 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []Findin
 			t.o.Publisher.Publish(ev)
 		}
 	}
-	t.o.Metrics.setIncidents(t.incidents)
+	if dirty || !t.metricsSet {
+		t.o.Metrics.setIncidents(t.incidents)
+		t.metricsSet = true
+	}
 	t.mu.Unlock()
 
 	if leader && t.o.Remediation != nil {
@@ -155,11 +167,16 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 			inc = &Incident{ID: t.newID(f.Fingerprint, now), Fingerprint: f.Fingerprint, Subject: subject,
 				State: StateFiring, Finding: f, OpenedAt: now, UpdatedAt: now, Plan: d.Reason, Auto: d.Act, Route: pol.Route(f)}
 			t.incidents[inc.ID], t.open[f.Fingerprint] = inc, inc.ID
+			t.indexLocked(subject, f.Fingerprint)
 			events = append(events, t.event(EventOpened, inc, nil, now))
 			dirty = true
 		} else {
 			changed := materialChange(inc.Finding, f) || inc.Plan != d.Reason
 			dirty = dirty || changed || inc.Misses > 0 || inc.Subject != subject
+			if inc.Subject != subject {
+				t.unindexLocked(inc.Subject, inc.Fingerprint)
+				t.indexLocked(subject, inc.Fingerprint)
+			}
 			inc.Finding, inc.Subject, inc.Misses, inc.Plan, inc.Auto = f, subject, 0, d.Reason, d.Act
 			if changed {
 				inc.UpdatedAt = now
@@ -168,9 +185,9 @@ func (t *Tracker) evaluateLocked(subject string, findings []Finding, pol *Policy
 		}
 		matched = append(matched, inc.ID)
 	}
-	for _, fp := range sortedKeys(t.open) {
+	for _, fp := range sortedKeys(t.bySubject[subject]) {
 		inc := t.incidents[t.open[fp]]
-		if inc.Subject != subject || seen[fp] {
+		if inc == nil || inc.Subject != subject || seen[fp] {
 			continue
 		}
 		inc.Misses++
@@ -193,8 +210,27 @@ func (t *Tracker) resolveLocked(inc *Incident, now time.Time) Event {
 	at := now
 	inc.State, inc.ResolvedAt, inc.UpdatedAt = StateResolved, &at, now
 	delete(t.open, inc.Fingerprint)
+	t.unindexLocked(inc.Subject, inc.Fingerprint)
 	t.o.Log.Info("incident resolved", "incident", inc.ID, "rule", inc.Finding.Rule, "subject", inc.Subject)
 	return t.event(EventResolved, inc, nil, now)
+}
+
+func (t *Tracker) indexLocked(subject, fp string) {
+	m := t.bySubject[subject]
+	if m == nil {
+		m = map[string]struct{}{}
+		t.bySubject[subject] = m
+	}
+	m[fp] = struct{}{}
+}
+
+func (t *Tracker) unindexLocked(subject, fp string) {
+	if m := t.bySubject[subject]; m != nil {
+		delete(m, fp)
+		if len(m) == 0 {
+			delete(t.bySubject, subject)
+		}
+	}
 }
 
 // inFlightGrace bounds how long a started remedy holds off the resolution of its incident (a remedy cut off by a
@@ -242,6 +278,9 @@ func (t *Tracker) event(kind EventKind, inc *Incident, a *Attempt, now time.Time
 	ev.Incident = eventSnapshot(inc)
 	return ev
 }
+
+// gcInterval bounds how long a resolved incident past its retention may stay when nothing changes.
+const gcInterval = time.Minute
 
 // gcLocked forgets resolved incidents past the retention, and the oldest beyond maxResolvedKept.
 func (t *Tracker) gcLocked(now time.Time) {
@@ -305,6 +344,11 @@ func (t *Tracker) syncLocked(ctx context.Context) error {
 		events = append(events, t.event(EventOpened, inc, nil, now))
 	}
 	t.incidents, t.open, t.synced = merged, open, true
+	t.metricsSet = false // the loaded incidents are new to the gauges
+	t.bySubject = map[string]map[string]struct{}{}
+	for fp, id := range open {
+		t.indexLocked(merged[id].Subject, fp)
+	}
 	if t.o.Remediation != nil {
 		t.o.Remediation.seed(stored)
 	}

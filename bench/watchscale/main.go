@@ -83,7 +83,7 @@ func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) 
 			if r == rounds-1 {
 				profile = cpuprofile
 			}
-			m, err := watchAll(srv.addr, dir, want, profile)
+			m, err := watchAll(srv.addr, dir, want, int64(updates), profile)
 			if err != nil {
 				return err
 			}

@@ -121,8 +121,13 @@ func kindName(k appKind) string {
 }
 
 // Watch streams every application as ADDED, then the updates, then waits for the client to go.
-func (s *appServer) Watch(_ *application.ApplicationQuery, ws application.ApplicationService_WatchServer) error {
+func (s *appServer) Watch(q *application.ApplicationQuery, ws application.ApplicationService_WatchServer) error {
+	// As argocd-server (server/application Watch): every application as ADDED first, unless the query gives a
+	// resourceVersion (and no name).
 	for i := range s.fx.apps {
+		if q.GetResourceVersion() != "" && q.GetName() == "" {
+			break
+		}
 		if err := ws.Send(&v1alpha1.ApplicationWatchEvent{Type: watch.Added, Application: s.fx.apps[i]}); err != nil {
 			return err
 		}
