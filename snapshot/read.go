@@ -17,8 +17,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // MaxFileSize is the largest file the reader accepts; larger files are reported as problems and skipped.
@@ -238,29 +236,8 @@ func (s *Snapshot) addAll(name string, data []byte) {
 		s.addJSON(name, trimmed)
 		return
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	line := 1
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			s.Problems = append(s.Problems, Problem{File: name, Line: line, Err: err.Error()})
-			return
-		}
-		start := line + leadingBlankLines(doc)
-		line += bytes.Count(doc, []byte("\n"))
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		js, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			s.Problems = append(s.Problems, Problem{File: name, Line: start + errLine(err), Err: cleanErr(err)})
-			continue
-		}
-		s.addJSON(name+":"+strconv.Itoa(start), js)
-	}
+	y := yamlDocs{s: s, name: name, r: bufio.NewReader(bytes.NewReader(data)), line: 1, whole: true}
+	y.run()
 }
 
 func (s *Snapshot) addJSON(where string, js []byte) {

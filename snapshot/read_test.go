@@ -174,3 +174,32 @@ func FuzzRead(f *testing.F) {
 		_ = Scan(s.Observe(), time.Unix(1_800_000_000, 0), DefaultThresholds())
 	})
 }
+
+// TestParseErrorNamesTheLineOnce: a YAML error's own "line N" (counted within the document) is not printed after
+// the file's line (issue 14 item 12: "bad.yaml:9: line 3: did not find expected ',' or '}'").
+func TestParseErrorNamesTheLineOnce(t *testing.T) {
+	tests := []struct {
+		name, content string
+		wantLine      int // 0: somewhere in the second document (lines 5 to 9), as yaml places it
+	}{
+		{name: "a flow mapping left open in the second document",
+			content: "apiVersion: v1\nkind: Service\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: {a: [b}\n"},
+		{name: "a bad indentation in the first document", wantLine: 3,
+			content: "apiVersion: v1\nkind: Pod\n metadata: x\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Snapshot{}
+			s.Add("bad.yaml", []byte(tt.content))
+			require.Len(t, s.Problems, 1)
+			p := s.Problems[0]
+			if tt.wantLine > 0 {
+				require.Equal(t, tt.wantLine, p.Line)
+			} else {
+				require.True(t, p.Line >= 5 && p.Line <= 9, "line %d is not in the second document", p.Line)
+			}
+			require.NotRegexp(t, `line \d+`, p.Err, "the message repeats a line number")
+			require.Regexp(t, `^bad\.yaml:\d+: [^\d]`, p.String())
+		})
+	}
+}

@@ -271,7 +271,8 @@ func skipJSONValue(b []byte, i int) int {
 	return i
 }
 
-// yamlStream reads YAML documents as utilyaml.YAMLReader splits them. A document whose root has an `items:` key
+// yamlStream reads YAML documents as utilyaml.YAMLReader splits them (counting the separators' lines, which it
+// does not). A document whose root has an `items:` key
 // followed by a block sequence is read one item at a time; any other document is read whole, as addAll reads it.
 func (s *Snapshot) yamlStream(name string, r *bufio.Reader) bool {
 	y := yamlDocs{s: s, name: name, r: r, line: 1}
@@ -282,7 +283,9 @@ type yamlDocs struct {
 	s    *Snapshot
 	name string
 	r    *bufio.Reader
-	line int // the line addAll would give the next document (it does not count separators)
+	line int // the line the next document starts at
+	// whole reads every document whole (addAll), reporting a bad separator as a problem instead of giving up.
+	whole bool
 
 	doc      []byte // the document so far, or in a List the lines outside its items
 	docLines int
@@ -313,11 +316,18 @@ func (y *yamlDocs) run() bool {
 		if bytes.HasPrefix(buf, []byte("---")) {
 			rest := strings.TrimSpace(string(buf[3:]))
 			if rest != "" && rest[0] != '#' {
-				return false // addAll reports the bad separator
+				if !y.whole {
+					return false // addAll reports the bad separator
+				}
+				// As utilyaml.YAMLReader: the rest of the file is not read.
+				y.s.Problems = append(y.s.Problems, Problem{File: y.name, Line: y.line + y.docLines,
+					Err: "invalid Yaml document separator: " + rest})
+				return true
 			}
 			if !y.endDoc() {
 				return false
 			}
+			y.line++ // the separator
 			if eof {
 				return true
 			}
@@ -357,7 +367,7 @@ func isItemsKey(l []byte) bool {
 func (y *yamlDocs) addLine(l []byte) bool {
 	y.docLines++
 	if !y.inItems {
-		if isItemsKey(l) {
+		if !y.whole && isItemsKey(l) {
 			if y.listDone || !rootAtColumn0(y.doc) {
 				return false // a second items key, or a root indented (where items: cannot be its key)
 			}
