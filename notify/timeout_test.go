@@ -16,6 +16,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/notify/alertmanager"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/notify/webhook"
 )
@@ -119,6 +120,7 @@ func TestNotifierClientsGiveUpOnAServerThatNeverAnswers(t *testing.T) {
 		{name: "the webhook notifier", new: newWebhook},
 		{name: "the Slack bot notifier", new: newSlackBot},
 		{name: "the Slack incoming-webhook notifier", new: newSlackWebhook},
+		{name: "the Alertmanager notifier", new: newAlertmanager},
 	} {
 		t.Run(tc.name+" times out on a silent server and asks for a retry", func(t *testing.T) {
 			hung := newHungServer(t)
@@ -166,6 +168,13 @@ func newSlackBot(t *testing.T, url string, client *http.Client) notify.Notifier 
 func newSlackWebhook(t *testing.T, url string, client *http.Client) notify.Notifier {
 	t.Helper()
 	n, err := slacknotify.NewWebhook(slacknotify.WebhookOptions{URL: url, HTTPClient: client})
+	require.NoError(t, err)
+	return n
+}
+
+func newAlertmanager(t *testing.T, url string, client *http.Client) notify.Notifier {
+	t.Helper()
+	n, err := alertmanager.New(alertmanager.Options{URLs: []string{url}, HTTPClient: client})
 	require.NoError(t, err)
 	return n
 }

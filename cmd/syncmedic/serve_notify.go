@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/notify/alertmanager"
 	"github.com/syncmedic/syncmedic/notify/kubeevents"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/notify/webhook"
@@ -26,6 +28,19 @@ type notifyOptions struct {
 	webhookSecretFile   string
 	kubeEvents          bool
 	timeout             time.Duration
+	// Alertmanager: base URLs (every replica of a cluster), credentials from files, how often open alerts are re-posted.
+	alertmanagerURLs            []string
+	alertmanagerBearerTokenFile string
+	alertmanagerUsername        string
+	alertmanagerPasswordFile    string
+	alertmanagerResend          time.Duration
+}
+
+// notifyState is what the notifiers keep and read in the tracker: Slack's threads, and the incidents Alertmanager
+// re-posts. *syncmedic.Tracker implements it.
+type notifyState interface {
+	notify.Notes
+	alertmanager.Incidents
 }
 
 func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
@@ -37,11 +52,16 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")
 	f.BoolVar(&o.kubeEvents, "kube-events", true, "record Kubernetes Events on affected objects (needs a cluster)")
+	f.StringSliceVar(&o.alertmanagerURLs, "alertmanager-url", nil, "Alertmanager base URL (http(s)://host:9093[/prefix]) receiving each incident as an alert; repeat it or separate with commas for every replica of a cluster")
+	f.StringVar(&o.alertmanagerBearerTokenFile, "alertmanager-bearer-token-file", "", "file holding a bearer token for the Alertmanager API")
+	f.StringVar(&o.alertmanagerUsername, "alertmanager-username", "", "basic-auth user for the Alertmanager API (with --alertmanager-password-file)")
+	f.StringVar(&o.alertmanagerPasswordFile, "alertmanager-password-file", "", "file holding the basic-auth password for the Alertmanager API")
+	f.DurationVar(&o.alertmanagerResend, "alertmanager-resend-interval", alertmanager.DefaultResendInterval, "how often open incidents are posted to Alertmanager again; each post keeps the alert firing for 4 intervals")
 	f.DurationVar(&o.timeout, "notify-timeout", notify.DefaultTimeout, "how long one notification attempt may take (every HTTP call of a notifier included) before it is cut off and retried")
 }
 
 // destinations builds the configured notifiers; notes is where Slack keeps its threads (the tracker).
-func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
+func (o *notifyOptions) destinations(notes notifyState, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("--notify-timeout must be positive, not %s", o.timeout)
 	}
@@ -52,7 +72,7 @@ func (o *notifyOptions) destinations(notes notify.Notes, kube kubernetes.Interfa
 	return out, err
 }
 
-func (o *notifyOptions) notifiers(notes notify.Notes, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
+func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
 	var out []notify.Destination
 	client := notify.NewHTTPClient(o.timeout)
 	switch {
@@ -97,10 +117,53 @@ func (o *notifyOptions) notifiers(notes notify.Notes, kube kubernetes.Interface,
 		}
 		out = append(out, notify.Destination{Name: "webhook", Notifier: n})
 	}
+	if len(o.alertmanagerURLs) > 0 {
+		dest, err := o.alertmanager(notes, client)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dest)
+	} else if o.alertmanagerBearerTokenFile != "" || o.alertmanagerUsername != "" || o.alertmanagerPasswordFile != "" {
+		return nil, errors.New("--alertmanager-bearer-token-file, --alertmanager-username and --alertmanager-password-file need --alertmanager-url")
+	}
 	if o.kubeEvents && kube != nil {
 		out = append(out, notify.Destination{Name: "kubernetes-events", Notifier: kubeevents.New(kubeevents.Options{Client: kube, Host: identity})})
 	}
 	return out, nil
+}
+
+// alertmanager builds the Alertmanager destination, re-posting the tracker's open incidents every resend interval.
+func (o *notifyOptions) alertmanager(incidents alertmanager.Incidents, client *http.Client) (notify.Destination, error) {
+	ao := alertmanager.Options{URLs: o.alertmanagerURLs, Username: o.alertmanagerUsername, ResendInterval: o.alertmanagerResend,
+		Incidents: incidents, HTTPClient: client}
+	if o.alertmanagerResend <= 0 {
+		return notify.Destination{}, fmt.Errorf("--alertmanager-resend-interval must be positive, not %s", o.alertmanagerResend)
+	}
+	if o.alertmanagerBearerTokenFile != "" {
+		t, err := readSecret("--alertmanager-bearer-token-file", o.alertmanagerBearerTokenFile)
+		if err != nil {
+			return notify.Destination{}, err
+		}
+		ao.BearerToken = t
+	}
+	if o.alertmanagerPasswordFile != "" {
+		p, err := readSecret("--alertmanager-password-file", o.alertmanagerPasswordFile)
+		if err != nil {
+			return notify.Destination{}, err
+		}
+		ao.Password = p
+	}
+	if (ao.Username == "") != (ao.Password == "") {
+		return notify.Destination{}, errors.New("--alertmanager-username and --alertmanager-password-file go together")
+	}
+	if ao.BearerToken != "" && ao.Username != "" {
+		return notify.Destination{}, errors.New("give --alertmanager-bearer-token-file or --alertmanager-username/--alertmanager-password-file, not both")
+	}
+	n, err := alertmanager.New(ao)
+	if err != nil {
+		return notify.Destination{}, fmt.Errorf("--alertmanager-url: %w", err)
+	}
+	return notify.Destination{Name: alertmanager.DefaultName, Notifier: n, Refresher: n}, nil
 }
 
 // readSecret reads a secret file, trimmed; the error names the flag and the file, never the content.
