@@ -3,10 +3,10 @@ package snapshot
 import (
 	"bytes"
 
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/flux"
 )
 
@@ -39,7 +39,25 @@ func keep(u *unstructured.Unstructured) bool {
 			return true
 		}
 	}
-	return u.GetDeletionTimestamp() != nil || argocd.IsHook(u)
+	return u.GetDeletionTimestamp() != nil || isHook(u)
+}
+
+// isHook is argocd.IsHook without its copy of the annotations: true when an annotation names the object a hook
+// and every annotation is a string (else GetAnnotations, which IsHook reads, gives none).
+func isHook(u *unstructured.Unstructured) bool {
+	md, _ := u.Object["metadata"].(map[string]interface{})
+	a, _ := md["annotations"].(map[string]interface{})
+	_, argo := a[synccommon.AnnotationKeyHook]
+	_, helm := a[helmHookAnnotation]
+	if !argo && !helm {
+		return false
+	}
+	for _, v := range a {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // mayKeep reports whether an object of kind gk whose text (YAML or JSON) is raw may be kept: false only when keep
@@ -65,10 +83,13 @@ func mayKeep(gk schema.GroupKind, raw []byte) bool {
 }
 
 var mayKeepWords = [][]byte{
-	[]byte("deletionTimestamp"), []byte("argocd.argoproj.io/hook"), []byte("helm.sh/hook"),
+	[]byte("deletionTimestamp"), []byte(synccommon.AnnotationKeyHook), []byte(helmHookAnnotation),
 	[]byte(`\u`), []byte(`\U`), []byte(`\x`),
 	[]byte(" *"), []byte("[*"), []byte("{*"), []byte(",*"),
 }
+
+// helmHookAnnotation makes an object a hook for Argo CD as for Helm (argocd.IsHook).
+const helmHookAnnotation = "helm.sh/hook"
 
 // lastApplied is the annotation `kubectl apply` writes: a copy of the whole object that no rule reads.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"

@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic/argocd"
 )
 
 // slowYAML is the reference decode of one document: yaml.YAMLToJSON, a json.Number decode and normalizeNumbers.
@@ -143,4 +146,18 @@ func FuzzStream(f *testing.F) {
 	f.Add("l.yaml", []byte("kind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s\n"))
 	f.Add("l.json", []byte(`{"items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}],"kind":"PodList"}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) { requireSameRead(t, name, data) })
+}
+
+// TestIsHookIsArgoCDs: keep's isHook answers as argocd.IsHook, which Observe uses to find hooks.
+func TestIsHookIsArgoCDs(t *testing.T) {
+	for _, md := range []string{
+		`{}`, `{"annotations":{}}`, `{"annotations":{"argocd.argoproj.io/hook":"PreSync"}}`,
+		`{"annotations":{"helm.sh/hook":"pre-install"}}`, `{"annotations":{"argocd.argoproj.io/hook":"PreSync","n":5}}`,
+		`{"annotations":{"argocd.argoproj.io/hook-finalizer":"x"}}`, `{"annotations":"x"}`,
+	} {
+		var m map[string]interface{}
+		require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":`+md+`}`), &m))
+		u := &unstructured.Unstructured{Object: m}
+		require.Equal(t, argocd.IsHook(u), isHook(u), md)
+	}
 }
