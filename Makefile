@@ -80,3 +80,8 @@ image:
 	  echo "make image: needs docker with buildx (https://docs.docker.com/build/) or ko (https://ko.build); neither is on PATH" >&2; \
 	  exit 1; \
 	fi
+
+# docs/screenshots/*.png from the browser tests (headless Chromium against `serve` and the Argo CD extension).
+.PHONY: screenshots
+screenshots: tools
+	./hack/ui-tools.sh screenshots
