@@ -196,8 +196,7 @@ func (d *Dispatcher) refresh(ctx context.Context, dest Destination) bool {
 }
 
 // deliver retries ev until it is delivered, refused for good, or ctx ends. Later events wait: order is kept. The
-// destination's refresh keeps running while a retry waits, and a refresh that succeeds ends the wait (the
-// destination answers again).
+// destination's refresh keeps running while a retry waits.
 func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic.Event, refresh <-chan time.Time) {
 	log := d.o.Log.With("notifier", dest.Name, "incident", ev.Incident.ID, "event", ev.Kind, "rule", ev.Incident.Finding.Rule)
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(d.o.MinBackoff), backoff.WithMaxInterval(d.o.MaxBackoff),
@@ -213,13 +212,13 @@ func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic
 			log.Error("notification failed", "err", fmt.Errorf("attempt %d: %w", attempt, err), "retry", false)
 			return
 		}
-		wait, ok := RetryAfter(err)
-		if !ok {
+		wait, asked := RetryAfter(err)
+		if !asked {
 			wait = bo.NextBackOff()
 		}
 		d.sent.WithLabelValues(dest.Name, "retried").Inc()
 		log.Warn("notification will be retried", "err", fmt.Errorf("attempt %d: %w", attempt, err), "wait", wait.String())
-		if !d.wait(ctx, dest, wait, refresh) {
+		if !d.wait(ctx, dest, wait, !asked, refresh) {
 			d.sent.WithLabelValues(dest.Name, "failed").Inc()
 			log.Warn("shutting down: notification not delivered", "attempts", attempt)
 			return
@@ -227,8 +226,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic
 	}
 }
 
-// wait waits before a retry, refreshing the destination when its interval comes; false when ctx ended.
-func (d *Dispatcher) wait(ctx context.Context, dest Destination, wait time.Duration, refresh <-chan time.Time) bool {
+// wait waits before a retry, refreshing the destination when its interval comes; a refresh that succeeds ends a
+// backoff early (the destination answers again), never a wait the destination asked for. False when ctx ended.
+func (d *Dispatcher) wait(ctx context.Context, dest Destination, wait time.Duration, cutShort bool, refresh <-chan time.Time) bool {
 	done := d.after(wait)
 	for {
 		select {
@@ -237,7 +237,7 @@ func (d *Dispatcher) wait(ctx context.Context, dest Destination, wait time.Durat
 		case <-done:
 			return true
 		case <-refresh:
-			if d.refresh(ctx, dest) {
+			if d.refresh(ctx, dest) && cutShort {
 				return true
 			}
 		}

@@ -232,4 +232,13 @@ func TestDispatcherRefreshesWhatIsStillOpen(t *testing.T) {
 		require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, time.Millisecond)
 		require.Positive(t, ref.count())
 	})
+	t.Run("a refresh does not cut short a wait the destination asked for with Retry-After", func(t *testing.T) {
+		ref := &refresher{}
+		rec := &recorder{script: []error{&RetryAfterError{After: time.Hour, Err: errors.New("429")}}}
+		d := NewDispatcher(DispatcherOptions{}, Destination{Name: "alertmanager", Notifier: rec, Refresher: ref})
+		d.Publish(ev("a", syncmedic.EventOpened))
+		run(t, d)
+		require.Eventually(t, func() bool { return ref.count() >= 3 }, 5*time.Second, time.Millisecond)
+		require.Empty(t, rec.got())
+	})
 }
