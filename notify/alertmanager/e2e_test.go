@@ -282,6 +282,15 @@ func TestIncidentsBecomeAlertsInARealAlertmanager(t *testing.T) {
 		require.Eventually(t, func() bool { _, ok := am.alert(t, inc.ID, "", ""); return ok }, 30*time.Second, 50*time.Millisecond)
 	})
 
+	t.Run("with two Alertmanagers and one down, the incident reaches the other at once and the late one at the next refresh", func(t *testing.T) {
+		up, late := startAlertmanager(t, amOptions{}), startAlertmanager(t, amOptions{later: true})
+		r := startReplica(t, Options{URLs: []string{late.URL, up.URL}, ResendInterval: time.Second})
+		inc := r.open(t, stuckHook("migrate"))
+		require.Eventually(t, func() bool { _, ok := up.alert(t, inc.ID, "", ""); return ok }, 20*time.Second, 50*time.Millisecond)
+		late.start()
+		require.Eventually(t, func() bool { _, ok := late.alert(t, inc.ID, "", ""); return ok }, 30*time.Second, 50*time.Millisecond)
+	})
+
 	t.Run("basic auth is sent, and a wrong password is refused without a retry or a leak", func(t *testing.T) {
 		am := startAlertmanager(t, amOptions{user: "syncmedic", password: "right-pass-123"})
 		r := startReplica(t, Options{URLs: []string{am.URL}, Username: "syncmedic", Password: "right-pass-123"})
