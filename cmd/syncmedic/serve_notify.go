@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -34,6 +35,9 @@ type notifyOptions struct {
 	alertmanagerUsername        string
 	alertmanagerPasswordFile    string
 	alertmanagerResend          time.Duration
+	// log receives what a notifier reports besides its result (an Alertmanager replica that refused a post others
+	// took); nil: discarded. serve sets it before destinations.
+	log *slog.Logger
 }
 
 // notifyState is what the notifiers keep and read in the tracker: Slack's threads, and the incidents Alertmanager
@@ -135,7 +139,7 @@ func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, 
 // alertmanager builds the Alertmanager destination, re-posting the tracker's open incidents every resend interval.
 func (o *notifyOptions) alertmanager(incidents alertmanager.Incidents, client *http.Client) (notify.Destination, error) {
 	ao := alertmanager.Options{URLs: o.alertmanagerURLs, Username: o.alertmanagerUsername, ResendInterval: o.alertmanagerResend,
-		Incidents: incidents, HTTPClient: client}
+		Incidents: incidents, HTTPClient: client, Log: o.log}
 	if o.alertmanagerResend <= 0 {
 		return notify.Destination{}, fmt.Errorf("--alertmanager-resend-interval must be positive, not %s", o.alertmanagerResend)
 	}
