@@ -160,13 +160,18 @@ func (d *Dispatcher) work(ctx context.Context, q *queue) {
 	}
 }
 
+// timeout is the destination's per-attempt deadline.
+func (d *Dispatcher) timeout(dest Destination) time.Duration {
+	if dest.Timeout > 0 {
+		return dest.Timeout
+	}
+	return d.o.AttemptTimeout
+}
+
 // attempt calls the destination once under its per-attempt deadline. An attempt cut off by the deadline is retried
 // whatever the notifier said, since the destination may simply be slow.
 func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev syncmedic.Event) (bool, error) {
-	timeout := dest.Timeout
-	if timeout <= 0 {
-		timeout = d.o.AttemptTimeout
-	}
+	timeout := d.timeout(dest)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	retry, err := dest.Notifier.Notify(actx, ev)
@@ -178,11 +183,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev syncmedic
 
 // refresh re-sends what the destination still holds open, once, under the per-attempt deadline; it reports success.
 func (d *Dispatcher) refresh(ctx context.Context, dest Destination) bool {
-	timeout := dest.Timeout
-	if timeout <= 0 {
-		timeout = d.o.AttemptTimeout
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	rctx, cancel := context.WithTimeout(ctx, d.timeout(dest))
 	defer cancel()
 	if err := dest.Refresher.Refresh(rctx); err != nil {
 		if ctx.Err() == nil {
