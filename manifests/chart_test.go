@@ -3,6 +3,8 @@ package manifests
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -280,6 +283,33 @@ func TestChartValues(t *testing.T) {
 			require.ElementsMatch(t, []string{"gitops-syncmedic", "gitops-syncmedic-policy", "gitops-syncmedic-state"}, names)
 		},
 	}, {
+		name: "the incident API reads its token from the Secret and admits argocd-server as the kustomize component does",
+		set:  []string{"incidentAPI.enabled=true", "secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.apiToken=api"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--api-token-file=/etc/syncmedic/secrets/api-token")
+			var s corev1.Secret
+			convert(t, find(t, objs, "Secret", "syncmedic-secrets"), &s)
+			require.Equal(t, "api", s.StringData["api-token"])
+			var chart, component networkingv1.NetworkPolicy
+			convert(t, find(t, objs, "NetworkPolicy", "syncmedic-argocd-extension"), &chart)
+			b, err := os.ReadFile(filepath.Join("components", "argocd-extension", "syncmedic", "networkpolicy.yaml"))
+			require.NoError(t, err)
+			require.NoError(t, yaml.Unmarshal(b, &component))
+			require.Equal(t, component.Spec.Ingress, chart.Spec.Ingress, "the chart admits the same argocd-server Pods to the same port")
+			require.Equal(t, component.Spec.PolicyTypes, chart.Spec.PolicyTypes)
+			require.Equal(t, *deployment(t, objs).Spec.Selector, chart.Spec.PodSelector, "to the chart's syncmedic Pods")
+		},
+	}, {
+		name: "the incident API is off by default: no token flag, no extension NetworkPolicy",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, arg := range deployment(t, objs).Spec.Template.Spec.Containers[0].Args {
+				require.NotContains(t, arg, "--api-token-file")
+			}
+			for _, o := range objs {
+				require.NotEqual(t, "syncmedic-argocd-extension", o.GetName())
+			}
+		},
+	}, {
 		name: "the monitoring objects are off unless asked for",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			require.NotContains(t, kinds(objs), "ServiceMonitor")
@@ -337,7 +367,8 @@ var everything = []string{
 	"image.repository=registry.example.com/team/syncmedic", "image.tag=v0.2.0", "image.pullPolicy=Always",
 	"imagePullSecrets[0].name=registry",
 	"replicas=3",
-	"secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.argocdToken=argo", "secrets.slackToken=xoxb",
+	"secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.argocdToken=argo", "secrets.slackToken=xoxb", "secrets.apiToken=api",
+	"incidentAPI.enabled=true",
 	"argocd.server=argocd-server.argocd.svc:443", "argocd.tls.mode=ca", "argocd.tls.caSecret=argocd-ca",
 	"flux.namespace=gitops",
 	"slack.channel=#gitops-incidents",
