@@ -258,7 +258,7 @@ func imageTag(u *unstructured.Unstructured, deployment, container string) string
 }
 
 func convert(u *unstructured.Unstructured, into interface{}) error {
-	b, err := json.Marshal(u.Object)
+	b, err := appendJSON(nil, u.Object)
 	if err != nil {
 		return err
 	}

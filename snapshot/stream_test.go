@@ -161,3 +161,35 @@ func TestIsHookIsArgoCDs(t *testing.T) {
 		require.Equal(t, argocd.IsHook(u), isHook(u), md)
 	}
 }
+
+// FuzzAppendJSON: appendJSON writes what json.Marshal writes for any object JSON decodes to (as the reader
+// normalizes it).
+func FuzzAppendJSON(f *testing.F) {
+	f.Add([]byte(`{"a":[1,2.5,-3e-9,1e21,true,null,"x<y","\u00e9\u0001"],"B":{"c":{}},"d":[],"e":123456789012}`))
+	for _, dir := range []string{"../examples/stuck-cluster", "../examples/healthy-cluster"} {
+		s, err := ReadPaths(dir)
+		require.NoError(f, err)
+		for _, o := range s.Objects {
+			b, err := json.Marshal(o.Object)
+			require.NoError(f, err)
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v interface{}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			return
+		}
+		v = normalizeNumbers(v)
+		want, err := json.Marshal(v)
+		got, err2 := appendJSON(nil, v)
+		if err != nil {
+			require.Error(t, err2)
+			return
+		}
+		require.NoError(t, err2)
+		require.Equal(t, string(want), string(got))
+	})
+}
