@@ -254,6 +254,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	if err != nil {
 		return nil, fmt.Errorf("load incidents: %w", err)
 	}
+	o.notify.log = log
 	dests, err := o.notify.destinations(d.tracker, kube, identity)
 	if err != nil {
 		return nil, err
