@@ -2,6 +2,8 @@ package kubeevents
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -66,7 +68,7 @@ func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error)
 	apiVersion := schema.GroupVersion{Group: o.Group, Version: o.Version}.String()
 	now := metav1.NewTime(ev.At)
 	e := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: eventPrefix(o.Name), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{APIVersion: apiVersion, Kind: o.Kind, Namespace: o.Namespace,
 			Name: o.Name, UID: typesUID(o.UID)},
 		Type: typ, Reason: reason, Message: clip(msg, maxMessage),
@@ -74,10 +76,31 @@ func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error)
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "syncmedic.io/" + n.o.Component, ReportingInstance: n.o.Host,
 	}
+	if ev.Seq > 0 {
+		// A numbered transition has one Event name: delivered again after a crash between the create and the
+		// save of its delivery, it finds its Event already there instead of adding a second one.
+		e.Name = eventName(o.Name, ev.Incident.ID, ev.Seq)
+	} else {
+		e.GenerateName = eventPrefix(o.Name)
+	}
 	if _, err := n.o.Client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+		if ev.Seq > 0 && apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
 		return retryable(err), fmt.Errorf("create Event %s on %s: %w", reason, o, err)
 	}
 	return false, nil
+}
+
+// eventName is the name of the Event of transition seq of an incident: the object's name, then a hash of the
+// incident and the transition.
+func eventName(object, incident string, seq int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", incident, seq)))
+	prefix := eventPrefix(object)
+	if prefix == "." {
+		prefix = "syncmedic."
+	}
+	return prefix + hex.EncodeToString(h[:8])
 }
 
 func describe(ev syncmedic.Event) (typ, reason, msg string, ok bool) {

@@ -63,3 +63,35 @@ func TestEventsInAMissingNamespaceAreNotRetried(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, retry)
 }
+
+// A crash between creating an Event and saving its delivery makes the next leader deliver the transition again:
+// the numbered transition's Event has one name, so the second delivery finds it and adds nothing.
+func TestANumberedTransitionDeliveredTwiceLeavesOneEvent(t *testing.T) {
+	env := testenv.Kube(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
+		Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease", Namespace: ns, Name: "web"}, "stalled")
+	inc := syncmedic.Incident{ID: f.Fingerprint + "-1795444946", State: syncmedic.StateResolved, Finding: f}
+	n := New(Options{Client: env.Clientset, Host: "syncmedic-0"})
+	resolved := syncmedic.Event{Kind: syncmedic.EventResolved, At: time.Now(), Incident: inc, Seq: 4}
+	for _, name := range []string{"the first delivery creates the Event", "the repeated delivery succeeds without a second one"} {
+		t.Run(name, func(t *testing.T) {
+			retry, err := n.Notify(ctx, resolved)
+			require.NoError(t, err)
+			require.False(t, retry)
+			events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			require.Len(t, events.Items, 1)
+			require.Equal(t, ReasonIncidentResolved, events.Items[0].Reason)
+		})
+	}
+	t.Run("another transition of the same incident is another Event", func(t *testing.T) {
+		opened := syncmedic.Event{Kind: syncmedic.EventOpened, At: time.Now(), Incident: inc, Seq: 1}
+		_, err := n.Notify(ctx, opened)
+		require.NoError(t, err)
+		events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, events.Items, 2)
+	})
+}
