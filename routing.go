@@ -114,17 +114,17 @@ func (m RouteMatch) matches(f Finding) bool {
 		}
 	}
 	switch {
-	case !anyMatch(m.Rules, string(f.Rule)):
+	case !inScope(m.Rules, string(f.Rule)):
 		return false
-	case !anyMatch(m.Severities, f.Severity.String()):
+	case !inScope(m.Severities, f.Severity.String()):
 		return false
-	case len(m.Namespaces) > 0 && !anyMatch(m.Namespaces, o.Namespace) && !anyMatch(m.Namespaces, o.AppNamespace):
+	case len(m.Namespaces) > 0 && !inScope(m.Namespaces, o.Namespace) && !inScope(m.Namespaces, o.AppNamespace):
 		return false
-	case !anyMatch(m.Projects, o.Project):
+	case !inScope(m.Projects, o.Project):
 		return false
-	case !anyMatch(m.Apps, o.App):
+	case !inScope(m.Apps, o.App):
 		return false
-	case len(m.Releases) > 0 && (release == "" || (!anyMatch(m.Releases, release) && !anyMatch(m.Releases, joinNS(o.Namespace, release)))):
+	case len(m.Releases) > 0 && (release == "" || (!inScope(m.Releases, release) && !inScope(m.Releases, joinNS(o.Namespace, release)))):
 		return false
 	}
 	for k, pat := range m.Labels {
@@ -137,20 +137,6 @@ func (m RouteMatch) matches(f Finding) bool {
 		}
 	}
 	return true
-}
-
-// anyMatch reports whether value matches one of patterns; an empty list matches everything, an empty value only
-// an empty list.
-func anyMatch(patterns []string, value string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, value); ok && value != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // validateRoutes checks every route, naming the field and the fix.

@@ -204,14 +204,13 @@ func TestArgoCDProxyExtensionReachesTheIncidentAPI(t *testing.T) {
 		}
 	}
 	require.Contains(t, policy, "p, role:readonly, extensions, invoke, syncmedic, allow")
-	argo := testenv.ArgoCDWithProxyExtension(t, env, testenv.ArgoCDExtensionOptions{
-		ArgoCDOptions: testenv.ArgoCDOptions{
-			Accounts: []string{"alice", "bob"},
-			// alice is a read-only user; bob may see every application but has no extensions line.
-			Policy:   append(policy, "g, alice, role:readonly", "p, role:viewer, applications, get, */*, allow", "g, bob, role:viewer"),
-			Settings: settings,
-		},
-		Secrets: map[string]string{"syncmedic.api.authorization": "Bearer " + serve.Token},
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"alice", "bob"},
+		// alice is a read-only user; bob may see every application but has no extensions line.
+		Policy:         append(policy, "g, alice, role:readonly", "p, role:viewer, applications, get, */*, allow", "g, bob, role:viewer"),
+		Settings:       settings,
+		Secrets:        map[string]string{"syncmedic.api.authorization": "Bearer " + serve.Token},
+		ProxyExtension: true,
 	})
 	argo.CreateApplication(t, argo.NewApplication(checkout, ns))
 	argo.CreateApplication(t, argo.NewApplication(billing, ns))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argoproj/argo-cd/v2/common"
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient"
 	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
 	repoapiclient "github.com/argoproj/argo-cd/v2/reposerver/apiclient"
@@ -22,7 +23,9 @@ import (
 	cacheutil "github.com/argoproj/argo-cd/v2/util/cache"
 	appstatecache "github.com/argoproj/argo-cd/v2/util/cache/appstate"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ArgoCDOptions configures an Argo CD API server started by ArgoCD. The settings are written before the server
@@ -40,6 +43,14 @@ type ArgoCDOptions struct {
 	DefaultRole string
 	// Settings are extra argocd-cm entries (for example "server.rbac.disableApplicationFineGrainedRBACInheritance").
 	Settings map[string]string
+	// Secrets are extra argocd-secret keys, for the "$key" references of argocd-cm (an extension backend's headers).
+	Secrets map[string]string
+	// ProxyExtension turns the proxy extension feature on (what argocd-server's --enable-proxy-extension,
+	// server.enable.proxy.extension in argocd-cmd-params-cm, sets): requests to /extensions/<name>/ on its HTTP side
+	// (the same loopback port as gRPC) are authenticated, authorized with the "applications, get" and "extensions,
+	// invoke, <name>" RBAC lines and forwarded to the backend that argocd-cm extension.config names (give it in
+	// Settings). argocd-server reads the extension configuration when it starts.
+	ProxyExtension bool
 }
 
 // ArgoCDServer is a real argocd-server (github.com/argoproj/argo-cd/v2/server) running in-process against the
@@ -55,9 +66,10 @@ type ArgoCDServer struct {
 	// Env is the apiserver the server runs against.
 	Env *Env
 
-	disableAuth   bool
-	adminPassword string
-	cache         *appstatecache.Cache
+	disableAuth    bool
+	proxyExtension bool
+	adminPassword  string
+	cache          *appstatecache.Cache
 
 	adminMu    sync.Mutex
 	adminToken string // cached by visibleToServer
@@ -77,9 +89,12 @@ func ArgoCD(t testing.TB, env *Env, opts ArgoCDOptions) *ArgoCDServer {
 	skipShort(t)
 	requireMain(t)
 	a := &ArgoCDServer{Env: env, Namespace: uniqueName("argocd"), disableAuth: opts.DisableAuth,
-		adminPassword: randomHex(16)}
+		proxyExtension: opts.ProxyExtension, adminPassword: randomHex(16)}
 	if err := a.writeSettings(context.Background(), opts); err != nil {
 		t.Fatalf("testenv: writing Argo CD settings: %v", err)
+	}
+	if err := a.addSecrets(context.Background(), opts.Secrets); err != nil {
+		t.Fatalf("testenv: writing argocd-secret keys: %v", err)
 	}
 	// Map https://kubernetes.default.svc to the test apiserver (v1alpha1.Cluster.RawRestConfig reads these).
 	fakeInCluster.Do(func() {
@@ -129,10 +144,11 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 		// Nothing in the tests generates manifests; the repo-server address only has to be well-formed.
 		RepoClientset: repoapiclient.NewRepoServerClientset(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])), 5,
 			repoapiclient.TLSConfiguration{DisableTLS: true}),
-		Cache:           servercache.NewCache(a.cache, time.Hour, time.Hour, time.Hour),
-		RepoServerCache: repocache.NewCache(cacheClient, time.Hour, time.Hour, 10*time.Second),
-		RedisClient:     redisClient,
-		ContentTypes:    []string{"application/json"},
+		Cache:                servercache.NewCache(a.cache, time.Hour, time.Hour, time.Hour),
+		RepoServerCache:      repocache.NewCache(cacheClient, time.Hour, time.Hour, 10*time.Second),
+		RedisClient:          redisClient,
+		ContentTypes:         []string{"application/json"},
+		EnableProxyExtension: a.proxyExtension,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := server.NewServer(ctx, opts, server.ApplicationSetOpts{})
@@ -238,4 +254,22 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// addSecrets adds keys to argocd-secret.
+func (a *ArgoCDServer) addSecrets(ctx context.Context, keys map[string]string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	if err := a.Env.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: common.ArgoCDSecretName}, secret); err != nil {
+		return err
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	for k, v := range keys {
+		secret.Data[k] = []byte(v)
+	}
+	return a.Env.Client.Update(ctx, secret)
 }
