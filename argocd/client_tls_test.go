@@ -2,16 +2,6 @@ package argocd
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,57 +13,13 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// selfSignedTLS fronts target (a plaintext argocd-server) with TLS on a loopback port, using a self-signed
-// certificate for 127.0.0.1 generated now — what argocd-server serves by default. It returns the address and the
-// certificate's PEM file, which is also its own CA.
-func selfSignedTLS(t *testing.T, target string) (addr, caFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "argocd-server", Organization: []string{"Argo CD"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-		DNSNames: []string{"localhost", "argocd-server"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	caFile = filepath.Join(t.TempDir(), "tls.crt")
-	require.NoError(t, os.WriteFile(caFile, certPEM, 0o600))
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return l.Addr().String(), caFile
-}
-
 func TestDialArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{DisableAuth: true})
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	tlsAddr, caFile := selfSignedTLS(t, argo.Addr)
+	tlsAddr, caPEM := testenv.SelfSignedTLSFront(t, argo.Addr)
+	caFile := filepath.Join(t.TempDir(), "tls.crt")
+	require.NoError(t, os.WriteFile(caFile, caPEM, 0o600))
 	notPEM := filepath.Join(t.TempDir(), "ca.txt")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600))
 

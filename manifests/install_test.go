@@ -2,17 +2,9 @@ package manifests
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -50,48 +42,6 @@ func buildSyncmedic(t *testing.T) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/syncmedic: %s", out)
 	return bin
-}
-
-// selfSignedTLS serves TLS on a loopback port in front of target (a plaintext argocd-server), with a self-signed
-// certificate made now, as argocd-server serves by default (its tls.crt in argocd-secret). It returns the address
-// and the certificate's PEM.
-func selfSignedTLS(t *testing.T, target string) (addr string, certPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "argocd-server", Organization: []string{"Argo CD"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, DNSNames: []string{"localhost", "argocd-server"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return l.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // recreate deletes obj if it exists and creates it, so each case starts from the objects it describes.
@@ -311,7 +261,7 @@ func TestTheInstallsComeUp(t *testing.T) {
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{Accounts: accounts, Policy: policy})
 	argoToken := argo.Token(t, "syncmedic")
 	argo.CreateApplication(t, argo.NewApplication("install-test", env.Namespace(t)))
-	tlsAddr, caPEM := selfSignedTLS(t, argo.Addr)
+	tlsAddr, caPEM := testenv.SelfSignedTLSFront(t, argo.Addr)
 	nc := fluxnc.Start(t, env.Config, env.Kubeconfig)
 
 	type setup struct {

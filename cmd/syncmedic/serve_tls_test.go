@@ -2,16 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -23,49 +13,6 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// selfSignedArgoCD fronts target (a plaintext argocd-server) with TLS on a loopback port, with a self-signed
-// certificate for 127.0.0.1 made now, as argocd-server serves by default; it returns the address and the
-// certificate's PEM, its own CA.
-func selfSignedArgoCD(t *testing.T, target string) (addr string, caPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "argocd-server"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{"h2"}, MinVersion: tls.VersionTLS12,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return l.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 // TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate runs serve against the real argocd-server behind
 // TLS with a self-signed certificate, the in-cluster default.
 func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
@@ -74,7 +21,7 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 		Accounts: []string{"viewer"},
 		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
 	})
-	tlsAddr, caPEM := selfSignedArgoCD(t, argo.Addr)
+	tlsAddr, caPEM := testenv.SelfSignedTLSFront(t, argo.Addr)
 	caFile := writeFile(t, "tls.crt", string(caPEM))
 	tokenFile := writeFile(t, "token", argo.Token(t, "viewer"))
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
