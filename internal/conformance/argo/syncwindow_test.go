@@ -1,0 +1,84 @@
+package argo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// setDenyWindow adds (or, with on false, removes) a deny sync window open now on the stack's default project, as an
+// Argo CD admin does with `argocd proj windows add default --kind deny --schedule '* * * * *' --duration 1h`.
+func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, on bool) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: stack.Namespace, Name: v1alpha1.DefaultAppProjectName}
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &v1alpha1.AppProject{}
+		if err := stack.Env.Client.Get(context.Background(), key, p); err != nil {
+			return err
+		}
+		p.Spec.SyncWindows = nil
+		if on {
+			p.Spec.SyncWindows = v1alpha1.SyncWindows{{Kind: "deny", Schedule: "* * * * *", Duration: "1h",
+				Applications: []string{"*"}}}
+		}
+		return stack.Env.Client.Update(context.Background(), p)
+	}))
+}
+
+// Issue 13 item 6 on the real controller: v2.14.21 loses a TTL-deleted fast hook beside a slow one, and its sync
+// waits forever. With a deny sync window open on the project, terminate-and-resync would leave the application
+// terminated with no way to sync again: syncmedic checks the windows first, leaves the operation running and says
+// why in the thread; once the window is gone, the remedy goes ahead.
+func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
+	t.Parallel()
+	env := testenv.KubeWithControllers(t)
+	version := testenv.ArgoCDV2
+	r := row(version, "lost hook while a deny sync window is open (terminate-and-resync guarded)")
+	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+	record(t, r)
+	app := testenv.ScenarioRealSlowAndFastWave(t, stack)
+	app.Release(t, "slow")
+	require.True(t, app.WaitJob(t, "slow", controllerWindow, func(j *batchv1.Job) bool {
+		_, desc := app.JobState(t, "slow")
+		return j == nil || strings.HasPrefix(desc, "Complete")
+	}), "the slow hook completes")
+	stuck, finished := app.WaitApp(t, controllerWindow, testenv.OperationCompleted)
+	require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(stuck))
+	started := stuck.Status.OperationState.StartedAt
+	r.Controller = "operation " + testenv.DescribeOperation(stuck) + "; a deny window (* * * * *, 1h) is then opened on the project"
+
+	setDenyWindow(t, stack, true)
+	srv := startServe(t, app, autoPolicy)
+	root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin+30*time.Second)
+	require.Eventually(t, func() bool {
+		for _, reply := range srv.replies(root.TS) {
+			if strings.Contains(reply, "sync window") {
+				return true
+			}
+		}
+		return false
+	}, remedyWithin, tick, "the thread says the sync window holds the remedy: %s", srv.summary())
+	held := app.Get(t)
+	require.Equal(t, synccommon.OperationRunning, phase(held), "the operation was not terminated: %s", testenv.DescribeOperation(held))
+	require.True(t, held.Status.OperationState.StartedAt.Equal(&started), "still the same operation")
+	r.Syncmedic = "argocd/hook-completion-missed announced; the thread says a sync window holds terminate-and-resync; the operation is left running"
+
+	setDenyWindow(t, stack, false)
+	moved, ok := app.WaitApp(t, 2*remedyWithin, func(a *v1alpha1.Application) bool {
+		op := a.Status.OperationState
+		return op != nil && op.StartedAt.After(started.Time)
+	})
+	require.True(t, ok, "once the window is gone the remedy terminates and syncs again: %s", testenv.DescribeOperation(moved))
+	r.Syncmedic += "; once the window closed, it terminated and started a new sync (" + testenv.DescribeOperation(moved) + ")"
+}
