@@ -38,7 +38,11 @@ func (s *webhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 }
 
-func (s *webhookSink) got() []string { s.mu.Lock(); defer s.mu.Unlock(); return append([]string(nil), s.ids...) }
+func (s *webhookSink) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
+}
 
 // The policy's routes decide, through the real tracker, dispatcher and notifiers, which destinations and which Slack
 // channel each incident reaches; a destination an incident is not routed to counts it as delivered, so nothing
