@@ -175,9 +175,9 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 }
 
 // heldOldHook returns a hook the running operation deleted (its deletionTimestamp is after the operation started)
-// that another controller's finalizer holds. The real application-controller (v2.14.21, v3.6.1) says only "one or
-// more tasks are running" while it waits for a BeforeHookCreation hook to go before re-creating it: gitops-engine's
-// "waiting for deletion of" names only pruned resources and hooks deleted on phase completion.
+// that another controller's finalizer holds. The real v2.14.21 application-controller says only "one or more tasks
+// are running" while it waits for a BeforeHookCreation hook to go before re-creating it: its gitops-engine's
+// "waiting for deletion of" names only pruned resources and hooks deleted on phase completion (v3.6.1 does name it).
 func heldOldHook(obs AppObservation, op *v1alpha1.OperationState) *unstructured.Unstructured {
 	for _, h := range obs.Hooks {
 		dt := h.GetDeletionTimestamp()

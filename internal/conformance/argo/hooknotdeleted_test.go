@@ -27,8 +27,9 @@ routes:
 
 // An old hook Job that another controller's finalizer holds: the second sync of an app whose PreSync hook has the
 // default delete policy (BeforeHookCreation) deletes the old Job before creating the new one and waits for it to go.
-// The real controllers say only "one or more tasks are running" meanwhile (gitops-engine's "waiting for deletion of"
-// names pruned resources and hooks deleted on phase completion, not this one). syncmedic announces
+// v3.6.1 says "waiting for deletion of hook batch/Job/migrate" meanwhile; v2.14.21 says only "one or more tasks are
+// running" (its gitops-engine's "waiting for deletion of" names pruned resources and hooks deleted on phase
+// completion, not this one). syncmedic announces
 // argocd/hook-not-deleted, naming the foreign finalizer; once its controller removes it, the real
 // application-controller creates the new hook, the sync succeeds and the incident resolves.
 func TestOldHookHeldByAForeignFinalizer(t *testing.T) {
