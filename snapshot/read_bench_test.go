@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/synthdump"
 )
 
 // dumpMix says which objects a generated dump holds: used of every 5 objects are of kinds a rule reads (a hook Job,
@@ -28,31 +29,7 @@ func writeDump(b *testing.B, mix dumpMix) string {
 	f, err := os.Create(path)
 	require.NoError(b, err)
 	w := bufio.NewWriter(f)
-	fmt.Fprint(w, "apiVersion: v1\nkind: List\nitems:\n")
-	for i := 0; i < mix.objects; i++ {
-		c := i % 5
-		if c >= mix.used && c != 4 {
-			c = 5 + i%3 // a kind no rule reads in place of a used one
-		}
-		switch c {
-		case 0:
-			fmt.Fprintf(w, "- apiVersion: batch/v1\n  kind: Job\n  metadata: {name: job-%d, namespace: ns-%d, annotations: {argocd.argoproj.io/hook: PreSync}, labels: {app.kubernetes.io/instance: app-%d}}\n  status: {conditions: [{type: Complete, status: \"True\"}]}\n", i, i%100, i%100)
-		case 1:
-			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Service\n  metadata: {name: svc-%d, namespace: ns-%d}\n", i, i%100)
-		case 2:
-			fmt.Fprintf(w, "- apiVersion: helm.toolkit.fluxcd.io/v2\n  kind: HelmRelease\n  metadata: {name: hr-%d, namespace: ns-%d, generation: 2}\n  status: {observedGeneration: 2, conditions: [{type: Ready, status: \"True\", reason: UpgradeSucceeded, message: ok, lastTransitionTime: \"2025-01-01T00:00:00Z\"}]}\n", i, i%100)
-		case 3:
-			fmt.Fprintf(w, "- apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: app-%d, namespace: argocd}\n  spec: {project: default, destination: {namespace: ns-%d}, source: {repoURL: r}}\n  status: {operationState: {phase: Succeeded, startedAt: \"2025-01-01T00:00:00Z\", operation: {sync: {revision: abc}}}}\n", i, i%100)
-		case 4:
-			fmt.Fprintf(w, "- apiVersion: v1\n  kind: PersistentVolumeClaim\n  metadata: {name: pvc-%d, namespace: ns-%d}\n", i, i%100)
-		case 5:
-			fmt.Fprintf(w, "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cm-%d, namespace: ns-%d, labels: {app: a-%d}}\n  data: {key: value-%d}\n", i, i%100, i%100, i)
-		case 6:
-			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Pod\n  metadata: {name: pod-%d, namespace: ns-%d, labels: {app: a-%d}}\n  spec: {containers: [{name: c, image: \"nginx:1.27\"}]}\n  status: {phase: Running}\n", i, i%100, i%100)
-		default:
-			fmt.Fprintf(w, "- apiVersion: apps/v1\n  kind: ReplicaSet\n  metadata: {name: rs-%d, namespace: ns-%d}\n  spec: {replicas: 1}\n", i, i%100)
-		}
-	}
+	synthdump.Write(w, mix.objects, mix.used)
 	require.NoError(b, w.Flush())
 	require.NoError(b, f.Close())
 	return path
