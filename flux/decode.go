@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	eventv1beta1 "github.com/fluxcd/pkg/apis/event/v1beta1"
@@ -116,12 +117,17 @@ func decodeEventFast(body []byte) (*Event, bool) {
 		case "severity":
 			return d.str(&ev.Severity)
 		case "timestamp":
-			start := d.i
 			var ts string
 			if !d.str(&ts) {
 				return false
 			}
-			return ev.Timestamp.UnmarshalJSON(d.b[start:d.i]) == nil
+			// What metav1.Time.UnmarshalJSON does with a string, without its second json.Unmarshal of it.
+			t, err := time.Parse(time.RFC3339, ts)
+			if err != nil {
+				return false
+			}
+			ev.Timestamp.Time = t.Local()
+			return true
 		case "message":
 			return d.str(&ev.Message)
 		case "reason":
