@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -22,16 +20,8 @@ func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+	out, err := Build(abs)
 	require.NoError(t, err)
-	var out []*unstructured.Unstructured
-	for _, r := range m.Resources() {
-		js, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(js))
-		out = append(out, u)
-	}
 	return out
 }
 

@@ -18,10 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/manifests"
 	"github.com/syncmedic/syncmedic/ui"
 )
 
@@ -153,15 +152,11 @@ spec:
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "install.yaml"), []byte(install), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
 		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: argocd\nresources: [install.yaml]\ncomponents: ["+rel+"]\n"), 0o644))
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	objs, err := manifests.Build(dir)
 	require.NoError(t, err)
 	cms := map[string]map[string]string{}
 	var server *unstructured.Unstructured
-	for _, r := range m.Resources() {
-		js, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(js))
+	for _, u := range objs {
 		switch u.GetKind() {
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
@@ -272,16 +267,8 @@ func kustomizeBuild(t *testing.T, kustomization func(rel func(string) string) st
 		return r
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization(rel)), 0o644))
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	out, err := manifests.Build(dir)
 	require.NoError(t, err)
-	var out []*unstructured.Unstructured
-	for _, r := range m.Resources() {
-		js, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(js))
-		out = append(out, u)
-	}
 	return out
 }
 
