@@ -1,5 +1,6 @@
 // Package slackrec is a Slack Web API test server for end-to-end tests: slack-go's slacktest answering
-// chat.postMessage and chat.update as Slack does (a distinct ts per post) and recording every call in order.
+// chat.postMessage and chat.update as Slack does (a distinct ts per post) and recording every call in order; Fail
+// and FailNext play a Slack outage.
 package slackrec
 
 import (
@@ -24,6 +25,9 @@ type Server struct {
 	mu       sync.Mutex
 	messages []Message
 	seq      int
+	failWith func(w http.ResponseWriter)   // nil: Slack is up
+	script   []func(w http.ResponseWriter) // answered first, in order, before failWith or success
+	refused  int                           // calls answered with an error
 }
 
 // New starts a server that stops when the test ends.
@@ -41,12 +45,24 @@ func New(t testing.TB) *Server {
 
 func (s *Server) handle(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.script) > 0 {
+			fail := s.script[0]
+			s.script = s.script[1:]
+			s.refused++
+			fail(w)
+			return
+		}
+		if s.failWith != nil {
+			s.refused++
+			s.failWith(w)
+			return
+		}
 		if err := r.ParseForm(); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		m := Message{Method: method, Channel: r.Form.Get("channel"), TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
 			Blocks: r.Form.Get("blocks")}
 		if method == "chat.postMessage" {
@@ -55,6 +71,43 @@ func (s *Server) handle(method string) http.HandlerFunc {
 		}
 		s.messages = append(s.messages, m)
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS, "text": m.Text})
+	}
+}
+
+// Fail makes every call fail with fn (an outage: Status(503), RateLimited("1")…) until OK.
+func (s *Server) Fail(fn func(w http.ResponseWriter)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWith = fn
+}
+
+// OK ends Fail: Slack is up again.
+func (s *Server) OK() { s.Fail(nil) }
+
+// FailNext answers the next calls with fns, in order, then as before.
+func (s *Server) FailNext(fns ...func(w http.ResponseWriter)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, fns...)
+}
+
+// Refused counts the calls answered with an error.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// Status answers with HTTP status code.
+func Status(code int) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) { http.Error(w, http.StatusText(code), code) }
+}
+
+// RateLimited answers 429 with Retry-After: seconds, as Slack does.
+func RateLimited(seconds string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", seconds)
+		w.WriteHeader(http.StatusTooManyRequests)
 	}
 }
 
