@@ -85,6 +85,22 @@ type ObjectRef struct {
 	SlackChannel string            `json:"slackChannel,omitempty"`
 }
 
+// HelmRelease names the Flux HelmRelease the object is about: the object itself, or the one that applied it (its
+// FluxOwner "HelmRelease/namespace/name"); ok is false when neither.
+func (o ObjectRef) HelmRelease() (namespace, name string, ok bool) {
+	if o.Kind == "HelmRelease" {
+		return o.Namespace, o.Name, true
+	}
+	kind, rest, found := strings.Cut(o.FluxOwner, "/")
+	if !found || kind != "HelmRelease" {
+		return "", "", false
+	}
+	if ns, n, qualified := strings.Cut(rest, "/"); qualified {
+		return ns, n, true
+	}
+	return "", rest, true
+}
+
 // String renders the reference the way kubectl names objects: kind.group/namespace/name.
 func (o ObjectRef) String() string {
 	kind := o.Kind

@@ -86,22 +86,9 @@ func incidentLabels(f Finding) []string {
 	o := f.Object
 	app := o.App
 	if app == "" && o.Tool == ToolFlux {
-		app = fluxRelease(o)
+		_, app, _ = o.HelmRelease()
 	}
 	return []string{string(f.Rule), f.Severity.String(), o.Kind, o.Namespace, o.Name, app}
-}
-
-// fluxRelease names the HelmRelease of a Flux finding: the object itself, or the one that applied it.
-func fluxRelease(o ObjectRef) string {
-	if o.Kind == "HelmRelease" {
-		return o.Name
-	}
-	if kind, rest, ok := strings.Cut(o.FluxOwner, "/"); ok && kind == "HelmRelease" {
-		if _, name, ok := strings.Cut(rest, "/"); ok {
-			return name
-		}
-	}
-	return ""
 }
 
 func (m *Metrics) remediation(rule RuleID, action ActionID, result AttemptResult) {

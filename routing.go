@@ -104,15 +104,7 @@ func joinNS(ns, name string) string {
 
 func (m RouteMatch) matches(f Finding) bool {
 	o := f.Object
-	release := ""
-	if o.Tool == ToolFlux && o.Kind == "HelmRelease" {
-		release = o.Name
-	} else if strings.HasPrefix(o.FluxOwner, "HelmRelease/") {
-		release = strings.TrimPrefix(o.FluxOwner, "HelmRelease/")
-		if _, name, ok := strings.Cut(release, "/"); ok {
-			release = name
-		}
-	}
+	releaseNS, release, _ := o.HelmRelease()
 	switch {
 	case !inScope(m.Rules, string(f.Rule)):
 		return false
@@ -124,7 +116,7 @@ func (m RouteMatch) matches(f Finding) bool {
 		return false
 	case !inScope(m.Apps, o.App):
 		return false
-	case len(m.Releases) > 0 && (release == "" || (!inScope(m.Releases, release) && !inScope(m.Releases, joinNS(o.Namespace, release)))):
+	case len(m.Releases) > 0 && (release == "" || (!inScope(m.Releases, release) && !inScope(m.Releases, joinNS(releaseNS, release)))):
 		return false
 	}
 	for k, pat := range m.Labels {

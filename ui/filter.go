@@ -84,15 +84,8 @@ func qualifiedMatch(want, namespace, name string) bool {
 
 // releaseMatch matches a HelmRelease, or an object whose Flux owner is that HelmRelease.
 func releaseMatch(want string, o syncmedic.ObjectRef) bool {
-	if o.Kind == "HelmRelease" && qualifiedMatch(want, o.Namespace, o.Name) {
-		return true
-	}
-	kind, rest, ok := strings.Cut(o.FluxOwner, "/")
-	if !ok || kind != "HelmRelease" {
-		return false
-	}
-	ns, name, _ := strings.Cut(rest, "/")
-	return qualifiedMatch(want, ns, name)
+	ns, name, ok := o.HelmRelease()
+	return ok && qualifiedMatch(want, ns, name)
 }
 
 // scope is what a caller may see: everything, or (through the Argo CD proxy extension) one Application.

@@ -45,7 +45,8 @@ func NewAlert(inc syncmedic.Incident, expires time.Time) Alert {
 	set(a.Labels, "project", o.Project)
 	set(a.Labels, "argocd_instance", o.Instance)
 	set(a.Labels, "flux_owner", o.FluxOwner)
-	set(a.Labels, "release", release(o))
+	_, rel, _ := o.HelmRelease()
+	set(a.Labels, "release", rel)
 	set(a.Labels, "subject", inc.Subject)
 
 	set(a.Annotations, "summary", f.Summary)
@@ -90,15 +91,4 @@ func set(m map[string]string, k, v string) {
 	if v = strings.TrimSpace(v); v != "" {
 		m[k] = v
 	}
-}
-
-// release names the Flux HelmRelease the finding is about: the object itself, or the one that applied it.
-func release(o syncmedic.ObjectRef) string {
-	if o.Kind == "HelmRelease" {
-		return o.Name
-	}
-	if kind, rest, ok := strings.Cut(o.FluxOwner, "/"); ok && kind == "HelmRelease" {
-		return rest[strings.LastIndex(rest, "/")+1:]
-	}
-	return ""
 }
