@@ -1,0 +1,156 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/bench/internal/benchutil"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+type config struct {
+	healthy, stuck, parallel, workers int
+	threshold                         time.Duration
+	version, syncmedicBin             string
+	setupTimeout, announceTimeout     time.Duration
+	verbose                           bool
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.healthy, "healthy", 2000, "healthy Applications (synced by the real controller, automated sync)")
+	flag.IntVar(&c.stuck, "stuck", 50, "stuck Applications (a sync waiting for an old hook held by a foreign finalizer)")
+	flag.IntVar(&c.parallel, "parallel", 8, "stuck applications set up at once")
+	flag.IntVar(&c.workers, "workers", 16, "goroutines creating the healthy applications")
+	flag.DurationVar(&c.threshold, "threshold", 10*time.Second, "argocd/hook-not-deleted threshold in serve's policy")
+	flag.StringVar(&c.version, "argocd-version", testenv.ArgoCDV3, "Argo CD version of the stack (bin/argocd-<version>)")
+	flag.StringVar(&c.syncmedicBin, "syncmedic", "", "syncmedic binary to run (default: go build ./cmd/syncmedic)")
+	flag.DurationVar(&c.setupTimeout, "setup-timeout", 45*time.Minute, "how long the healthy applications may take to sync")
+	flag.DurationVar(&c.announceTimeout, "announce-timeout", 3*time.Minute, "how long after the last stuck application's threshold every announcement may take")
+	flag.BoolVar(&c.verbose, "v", false, "print each stuck application's figures")
+	flag.Parse()
+	if c.healthy < 0 || c.stuck <= 0 || c.parallel <= 0 || c.workers <= 0 || c.threshold <= 0 {
+		fmt.Fprintln(os.Stderr, "announce: -stuck, -parallel, -workers and -threshold must be positive, -healthy not negative")
+		os.Exit(2)
+	}
+	os.Exit(testenv.Standalone("announce", func(t testing.TB) { run(t, c) }))
+}
+
+// progress prints a line about the setup on stderr (the report goes to stdout).
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func run(t testing.TB, c config) {
+	fmt.Printf("machine: %s\n", benchutil.Machine())
+	bin := c.syncmedicBin
+	if bin == "" {
+		progress("building ./cmd/syncmedic")
+		bin = buildSyncmedic(t)
+	}
+
+	progress("starting kube-apiserver, etcd, kube-controller-manager and Argo CD %s", c.version)
+	begin := time.Now()
+	env := testenv.KubeWithControllers(t)
+	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: c.version})
+	fmt.Printf("control plane: kube-apiserver, etcd, kube-controller-manager v1.31.0; Argo CD %s (application-controller, repo-server, argocd-server, redis) started in %s (Argo CD stack %s)\n",
+		c.version, time.Since(begin).Round(time.Second), stack.StartedIn.Round(time.Second))
+
+	progress("creating %d healthy applications", c.healthy)
+	begin = time.Now()
+	createFleet(t, stack, c.healthy, c.workers)
+	created := time.Since(begin)
+	waitFleet(t, stack, c.healthy, c.setupTimeout)
+	fmt.Printf("healthy: %d applications (one ConfigMap each, automated sync) created in %s, all Synced, Healthy and Succeeded after %s\n",
+		c.healthy, created.Round(time.Second), time.Since(begin).Round(time.Second))
+
+	slack := newTimedSlack(t)
+	policy := fmt.Sprintf("rules:\n  %s: {mode: notify, threshold: %s}\n", syncmedic.RuleHookNotDeleted, c.threshold)
+	progress("starting syncmedic serve")
+	serve := startServe(t, bin, stack, policy, slack.apiURL())
+	waitHeld(t, serve, c.healthy)
+	watch := startOpWatch(t, stack)
+
+	progress("making %d applications stuck, %d at a time", c.stuck, c.parallel)
+	loadBefore := loadAverage()
+	begin = time.Now()
+	stuck := makeStuck(t, stack, c.stuck, c.parallel)
+	fmt.Printf("stuck: %d of %d applications waiting for an old hook Job held by %s, set up in %s\n",
+		len(stuck), c.stuck, testenv.ForeignFinalizer, time.Since(begin).Round(time.Second))
+
+	roots := waitAnnounced(t, slack, stuck, time.Now().Add(c.threshold+c.announceTimeout))
+	loadAfter := loadAverage()
+	incidents, err := serve.incidents()
+	if err != nil {
+		t.Fatalf("reading the incident API: %v", err)
+	}
+	samples, problems := collect(t, stuck, roots, incidents, watch, string(syncmedic.RuleHookNotDeleted))
+	live, _ := serve.metric("syncmedic_argocd_live_calls_total")
+	events, _ := serve.metric("syncmedic_argocd_watch_events_total")
+	held, _ := serve.metric("syncmedic_argocd_applications")
+	cpu, _ := serve.metric("process_cpu_seconds_total")
+
+	r := report{threshold: c.threshold, samples: samples, stuck: len(stuck), healthy: c.healthy,
+		roots: len(slack.roots()), incidents: len(incidents), liveCalls: live, watchEvents: events, held: held,
+		serveCPU: cpu, load: loadBefore + " → " + loadAfter, verbose: c.verbose}
+	r.print(os.Stdout)
+	for _, p := range problems {
+		t.Errorf("%s", p)
+	}
+	if t.Failed() {
+		t.Logf("syncmedic serve log (last lines):\n%s", serve.tail(40))
+	}
+}
+
+// waitHeld waits until serve's Argo CD watch holds at least n applications (it knows the whole fleet).
+func waitHeld(t testing.TB, s *serveProc, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		held, err := s.metric("syncmedic_argocd_applications")
+		if err == nil && int(held) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("syncmedic serve holds %v of %d applications after 5m (%v):\n%s", held, n, err, s.tail(30))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitAnnounced waits until every stuck app has a root message naming it, or the deadline; it returns the first
+// root naming each app.
+func waitAnnounced(t testing.TB, slack *timedSlack, stuck []stuckApp, deadline time.Time) map[string]post {
+	t.Helper()
+	for {
+		found := map[string]post{}
+		for _, p := range slack.roots() {
+			for _, s := range stuck {
+				if _, ok := found[s.app.Name]; !ok && p.mentions(s.app.Name) {
+					found[s.app.Name] = p
+				}
+			}
+		}
+		if len(found) == len(stuck) || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
