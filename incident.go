@@ -48,6 +48,8 @@ type Attempt struct {
 	Error  string `json:"error,omitempty"`
 	// Permanent is true when the error cannot be fixed by retrying (see Permanent): no further automatic attempt.
 	Permanent bool `json:"permanent,omitempty"`
+	// RequestedBy names the person who asked for this fix on demand (Tracker.Fix); empty for an automatic one.
+	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
 // Incident is the life of one finding: opened by its fingerprint, updated by later evaluations, remediated, resolved.

@@ -90,6 +90,12 @@ type RulePolicy struct {
 	// (the default delete policy BeforeHookCreation deletes and recreates them). Off by default: without it such a
 	// remedy is only proposed.
 	RerunHooks *bool `json:"rerunHooks,omitempty"`
+	// FixBy lists who may apply the rule's remedy on demand, from the incident page, the Argo CD extension or the
+	// incident API (dry-run first, then confirm): "user:<name>" and "group:<name>" match the Argo CD user and groups
+	// the proxy extension forwards (globs allowed), "token" direct callers with the API's bearer token, "*" anyone
+	// who reaches the API. Empty (the default): nobody, the API is read-only. Such a fix still respects the mode
+	// (not off), the kill switch, namespaces, projects and the rate limit; it may re-run hooks, and says so first.
+	FixBy []string `json:"fixBy,omitempty"`
 }
 
 // Policy decides, per rule, whether syncmedic ignores, notifies or acts. Load it with LoadPolicy (it is validated
@@ -166,6 +172,9 @@ func (r RulePolicy) merge(o RulePolicy) RulePolicy {
 	if o.RerunHooks != nil {
 		r.RerunHooks = o.RerunHooks
 	}
+	if o.FixBy != nil {
+		r.FixBy = o.FixBy
+	}
 	if o.RateLimit != nil {
 		rl := *r.RateLimit
 		if o.RateLimit.Max != 0 {
@@ -237,6 +246,7 @@ func (r RulePolicy) validate(field string, id RuleID) []error {
 			}
 		}
 	}
+	errs = append(errs, validateFixBy(field, r.FixBy)...)
 	return errs
 }
 

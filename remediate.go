@@ -149,21 +149,28 @@ func (s *RemediationStage) consider(ctx context.Context, t *Tracker, id string, 
 }
 
 func (s *RemediationStage) apply(ctx context.Context, t *Tracker, inc Incident, rem Remedier, d Decision) {
+	s.applyAttempt(ctx, t, inc, rem, d, "")
+}
+
+// applyAttempt applies the remedy for real and records it: the started attempt, the structured audit line (who:
+// this replica, and the person who asked when requestedBy is set), the result. It returns the recorded result.
+func (s *RemediationStage) applyAttempt(ctx context.Context, t *Tracker, inc Incident, rem Remedier, d Decision, requestedBy string) Attempt {
 	f, action := inc.Finding, inc.Finding.Remedy.Action
 	start := t.o.Now()
-	t.recordAttempt(ctx, inc.ID, Attempt{At: start, Action: action, Result: ResultStarted, Reason: d.Reason}, EventRemediating)
+	t.recordAttempt(ctx, inc.ID, Attempt{At: start, Action: action, Result: ResultStarted, Reason: d.Reason, RequestedBy: requestedBy}, EventRemediating)
 	out, err := rem.Remediate(ctx, f, false)
-	a := Attempt{At: start, Action: action, Result: ResultSucceeded, Changed: out.Changed, Steps: out.Steps, Reason: d.Reason}
+	a := Attempt{At: start, Action: action, Result: ResultSucceeded, Changed: out.Changed, Steps: out.Steps, Reason: d.Reason, RequestedBy: requestedBy}
 	if err != nil {
 		a.Result, a.Error, a.Permanent = ResultFailed, err.Error(), IsPermanent(err)
 	}
 	s.limiter.Record(ObjectKey(f.Object), start, err == nil)
 	s.metrics.remediation(f.Rule, action, a.Result)
-	s.log.Info("remediation", "who", s.identity, "action", action, "result", a.Result, "changed", a.Changed,
+	s.log.Info("remediation", "who", s.identity, "requestedBy", requestedBy, "action", action, "result", a.Result, "changed", a.Changed,
 		"steps", a.Steps, "incident", inc.ID, "rule", f.Rule, "why", d.Reason, "summary", f.Summary,
 		"subject", inc.Subject, "namespace", f.Object.Namespace, "app", f.Object.App, "object", f.Object.String(),
 		"err", a.Error)
 	t.recordAttempt(ctx, inc.ID, a, EventRemediated)
+	return a
 }
 
 // recordDryRun records once per incident and action what would have been done, and why it was not.
@@ -323,4 +330,5 @@ func (t *Tracker) recordAttempt(ctx context.Context, id string, a Attempt, kind 
 		t.o.Publisher.Publish(ev)
 	}
 	t.o.Metrics.setIncidents(t.incidents)
+	t.changedLocked()
 }

@@ -46,10 +46,11 @@ type Tracker struct {
 	// bySubject indexes open by subject (subject → fingerprints), so an evaluation costs what its subject has open,
 	// not what the whole tracker has (a watch evaluates every application on every event).
 	bySubject  map[string]map[string]struct{}
-	lastGC     time.Time // last gcLocked; it runs on every change, else at most every gcInterval
-	metricsSet bool      // the incident gauges were set once; afterwards only changes update them
-	synced     bool      // memory merged with the store since this replica became leader
-	notifiers  []string  // destinations whose deliveries the outbox tracks (nil: outbox off)
+	lastGC     time.Time     // last gcLocked; it runs on every change, else at most every gcInterval
+	metricsSet bool          // the incident gauges were set once; afterwards only changes update them
+	synced     bool          // memory merged with the store since this replica became leader
+	notifiers  []string      // destinations whose deliveries the outbox tracks (nil: outbox off)
+	changed    chan struct{} // closed and replaced on every change of what Incidents returns (Changes)
 }
 
 var _ GoneSink = (*Tracker)(nil)
@@ -136,6 +137,9 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []Findin
 	if dirty || !t.metricsSet {
 		t.o.Metrics.setIncidents(t.incidents)
 		t.metricsSet = true
+	}
+	if dirty {
+		t.changedLocked()
 	}
 	t.mu.Unlock()
 
@@ -407,6 +411,24 @@ func (t *Tracker) SetNote(ctx context.Context, id, key, value string) {
 	inc.Notes[key] = value
 	if t.o.Leader() {
 		t.saveLocked(ctx)
+	}
+}
+
+// Changes returns a channel closed at the next change of the incidents (an incident opened, updated, remediated
+// or resolved): the incident API's live stream waits on it instead of polling.
+func (t *Tracker) Changes() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
+}
+
+func (t *Tracker) changedLocked() {
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
 	}
 }
 

@@ -23,10 +23,12 @@ type Filter struct {
 	Rule string
 	// State is "open" (the default), "resolved" or "all".
 	State string
+	// Watch streams the list as server-sent events, again after every change (watch=true).
+	Watch bool
 }
 
 // filterParams are the query parameters of GET /api/v1/incidents.
-var filterParams = []string{"app", "project", "namespace", "release", "rule", "state"}
+var filterParams = []string{"app", "project", "namespace", "release", "rule", "state", "watch"}
 
 // parseFilter reads a Filter from query parameters, rejecting unknown parameters and states so that a typo does
 // not silently widen the answer.
@@ -41,6 +43,13 @@ func parseFilter(q url.Values) (Filter, error) {
 	}
 	f := Filter{App: q.Get("app"), Project: q.Get("project"), Namespace: q.Get("namespace"), Release: q.Get("release"),
 		Rule: q.Get("rule"), State: q.Get("state")}
+	switch q.Get("watch") {
+	case "", "false", "0":
+	case "true", "1":
+		f.Watch = true
+	default:
+		return Filter{}, fmt.Errorf("watch %q: want true or false", q.Get("watch"))
+	}
 	switch f.State {
 	case "":
 		f.State = "open"
@@ -109,11 +118,13 @@ func (s scope) allows(inc *syncmedic.Incident) bool {
 
 // selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then
 // by opening time.
-func selectIncidents(all []syncmedic.Incident, s scope, f Filter) []Incident {
+func selectIncidents(all []syncmedic.Incident, s scope, f Filter, access func(syncmedic.Incident) *FixAccess) []Incident {
 	out := []Incident{}
 	for i := range all {
 		if s.allows(&all[i]) && f.Match(&all[i]) {
-			out = append(out, newIncident(all[i]))
+			v := newIncident(all[i])
+			v.Fix = access(all[i])
+			out = append(out, v)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

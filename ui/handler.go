@@ -1,12 +1,14 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/argoproj/argo-cd/v2/server/extension"
 
@@ -29,6 +31,14 @@ type Options struct {
 	Token []byte
 	// Log receives one debug line per API request (never the token).
 	Log *slog.Logger
+	// Fix plans and applies an incident's remedy on a person's request (Tracker.Fix); nil: the API is read-only.
+	Fix func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error)
+	// MayFix says whether a caller may fix an incident on demand (Tracker.MayFix), so the page and the extension
+	// offer a Fix button only where the policy allows it.
+	MayFix func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string)
+	// Changes returns a channel closed at the next change of the incidents (Tracker.Changes); nil: watch=true
+	// re-reads the incidents every second.
+	Changes func() <-chan struct{}
 }
 
 // Handlers returns the API and page handlers keyed by the path to register them at (ServeMux patterns).
@@ -41,6 +51,13 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Changes == nil {
+		o.Changes = func() <-chan struct{} {
+			ch := make(chan struct{})
+			time.AfterFunc(time.Second, func() { close(ch) })
+			return ch
+		}
 	}
 	api := &api{o: o}
 	static, err := fs.Sub(assets, "static")
@@ -72,16 +89,25 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	items := selectIncidents(a.o.Incidents(), scopeOf(r.Context()), f)
+	if f.Watch {
+		a.logRequest(r, -1)
+		a.stream(w, r, f)
+		return
+	}
+	items := selectIncidents(a.o.Incidents(), scopeOf(r.Context()), f, a.access(r))
 	a.logRequest(r, len(items))
 	writeJSON(w, http.StatusOK, IncidentList{APIVersion: APIVersion, Kind: "IncidentList", Items: items})
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, IncidentsPath+"/")
+	if id, ok := strings.CutSuffix(id, FixSuffix); ok {
+		a.fix(w, r, id)
+		return
+	}
 	if !readOnly(w, r) {
 		return
 	}
-	id := strings.TrimPrefix(r.URL.Path, IncidentsPath+"/")
 	s := scopeOf(r.Context())
 	for _, inc := range a.o.Incidents() {
 		if inc.ID == id && s.allows(&inc) {
@@ -90,11 +116,30 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 				APIVersion string `json:"apiVersion"`
 				Kind       string `json:"kind"`
 				Incident
-			}{APIVersion, "Incident", newIncident(inc)})
+			}{APIVersion, "Incident", a.view(r, inc)})
 			return
 		}
 	}
 	writeError(w, http.StatusNotFound, "no incident "+id)
+}
+
+// view is the API view of inc for the caller of r.
+func (a *api) view(r *http.Request, inc syncmedic.Incident) Incident {
+	v := newIncident(inc)
+	v.Fix = a.access(r)(inc)
+	return v
+}
+
+// access says, per incident, whether the caller of r may fix it on demand (nil when serve offers no fix at all).
+func (a *api) access(r *http.Request) func(syncmedic.Incident) *FixAccess {
+	c := caller(r.Header)
+	return func(inc syncmedic.Incident) *FixAccess {
+		if a.o.Fix == nil || a.o.MayFix == nil || inc.Finding.Remedy.Action == syncmedic.ActionNone {
+			return nil
+		}
+		ok, why := a.o.MayFix(inc, c)
+		return &FixAccess{Allowed: ok, Reason: why}
+	}
 }
 
 func (a *api) logRequest(r *http.Request, n int) {
@@ -108,7 +153,7 @@ func readOnly(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Allow", "GET, HEAD")
-	writeError(w, http.StatusMethodNotAllowed, "the incident API is read-only")
+	writeError(w, http.StatusMethodNotAllowed, "incidents are read with GET; a fix is requested with POST "+IncidentsPath+"/{id}"+FixSuffix)
 	return false
 }
 

@@ -175,8 +175,11 @@ func TestIncidentAPIRefuses(t *testing.T) {
 		{"an unknown query parameter is a bad request", http.MethodGet, IncidentsPath + "?application=checkout", bearer(apiToken), http.StatusBadRequest, `unknown query parameter "application"`},
 		{"an unknown state is a bad request", http.MethodGet, IncidentsPath + "?state=closed", bearer(apiToken), http.StatusBadRequest, `state "closed"`},
 		{"a repeated parameter is a bad request", http.MethodGet, IncidentsPath + "?app=a&app=b", bearer(apiToken), http.StatusBadRequest, "given 2 times"},
-		{"POST is not allowed: the API is read-only", http.MethodPost, IncidentsPath, bearer(apiToken), http.StatusMethodNotAllowed, "read-only"},
-		{"DELETE of an incident is not allowed", http.MethodDelete, IncidentsPath + "/x", bearer(apiToken), http.StatusMethodNotAllowed, "read-only"},
+		{"POST to the list is not allowed: incidents are read with GET", http.MethodPost, IncidentsPath, bearer(apiToken), http.StatusMethodNotAllowed, "a fix is requested with POST"},
+		{"DELETE of an incident is not allowed", http.MethodDelete, IncidentsPath + "/x", bearer(apiToken), http.StatusMethodNotAllowed, "incidents are read with GET"},
+		{"a fix is refused when serve runs the API read-only", http.MethodPost, IncidentsPath + "/x" + FixSuffix, bearer(apiToken), http.StatusNotImplemented, "read-only"},
+		{"a fix is not read with GET", http.MethodGet, IncidentsPath + "/x" + FixSuffix, bearer(apiToken), http.StatusMethodNotAllowed, "POST"},
+		{"watch takes true or false", http.MethodGet, IncidentsPath + "?watch=yes", bearer(apiToken), http.StatusBadRequest, `watch "yes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, body := get(t, srv, tc.method, tc.path, tc.header)

@@ -48,6 +48,16 @@ type Incident struct {
 	Attempts   []Attempt  `json:"attempts"`
 	// Timeline is the audit trail: opened, every remediation attempt, resolved, in order.
 	Timeline []TimelineEntry `json:"timeline"`
+	// Fix says whether the caller may apply the remedy on demand (POST .../fix); absent when this syncmedic
+	// offers no fix on demand or the incident has no remedy it can apply.
+	Fix *FixAccess `json:"fix,omitempty"`
+}
+
+// FixAccess is the caller's permission to fix an incident on demand under the policy's fixBy.
+type FixAccess struct {
+	Allowed bool `json:"allowed"`
+	// Reason says why not, when not allowed.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Object names the object an incident is about.
@@ -100,6 +110,8 @@ type Attempt struct {
 	Reason    string    `json:"reason,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	Permanent bool      `json:"permanent"`
+	// RequestedBy names the person who asked for this fix on demand; empty for an automatic one.
+	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
 // TimelineEntry is one event in an incident's life.
@@ -141,7 +153,7 @@ func newIncident(inc syncmedic.Incident) Incident {
 	}
 	for _, a := range inc.Attempts {
 		out.Attempts = append(out.Attempts, Attempt{At: a.At, Action: string(a.Action), Result: string(a.Result),
-			Changed: a.Changed, Steps: nonNil(a.Steps), Reason: a.Reason, Error: a.Error, Permanent: a.Permanent})
+			Changed: a.Changed, Steps: nonNil(a.Steps), Reason: a.Reason, Error: a.Error, Permanent: a.Permanent, RequestedBy: a.RequestedBy})
 	}
 	out.Timeline = timeline(inc)
 	return out
@@ -152,10 +164,13 @@ func timeline(inc syncmedic.Incident) []TimelineEntry {
 	t := []TimelineEntry{{At: inc.OpenedAt, Kind: "opened", Text: inc.Finding.Summary}}
 	for _, a := range inc.Attempts {
 		text := string(a.Action) + ": " + string(a.Result)
+		if a.RequestedBy != "" {
+			text += " (requested by " + a.RequestedBy + ")"
+		}
 		switch {
 		case a.Error != "":
 			text += " — " + a.Error
-		case a.Reason != "":
+		case a.Reason != "" && a.RequestedBy == "": // a person's request: the reason only repeats who asked
 			text += " — " + a.Reason
 		}
 		t = append(t, TimelineEntry{At: a.At, Kind: "remediation", Text: text})

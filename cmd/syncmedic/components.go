@@ -50,6 +50,11 @@ type serveDeps struct {
 	// Incidents returns the tracker's incidents, open first (nil before the tracker exists, which is only while
 	// components start).
 	Incidents func() []syncmedic.Incident
+	// Fix plans or applies an incident's remedy on a person's request, as the policy's fixBy allows
+	// (Tracker.Fix); Changes signals the next change of the incidents (Tracker.Changes). Both wait for the tracker.
+	Fix     func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error)
+	Changes func() <-chan struct{}
+	MayFix  func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string)
 }
 
 // serveParts is what a started component contributes.

@@ -214,6 +214,26 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 				return nil
 			}
 			return d.tracker.Incidents()
+		},
+		Fix: func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error) {
+			if d.tracker == nil {
+				return syncmedic.FixResult{}, &syncmedic.FixError{Code: syncmedic.FixUnavailable, Msg: "syncmedic is starting", RetryAfter: 5 * time.Second}
+			}
+			return d.tracker.Fix(ctx, id, req)
+		},
+		Changes: func() <-chan struct{} {
+			if d.tracker == nil {
+				ch := make(chan struct{})
+				time.AfterFunc(time.Second, func() { close(ch) })
+				return ch
+			}
+			return d.tracker.Changes()
+		},
+		MayFix: func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string) {
+			if d.tracker == nil {
+				return false, "syncmedic is starting"
+			}
+			return d.tracker.MayFix(inc, c)
 		}}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {

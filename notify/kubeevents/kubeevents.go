@@ -119,6 +119,9 @@ func describe(ev syncmedic.Event) (typ, reason, msg string, ok bool) {
 		}
 		typ = corev1.EventTypeNormal
 		msg = fmt.Sprintf("syncmedic applied %s for incident %s (%s): %s", a.Action, inc.ID, inc.Finding.Rule, a.Result)
+		if a.RequestedBy != "" {
+			msg = fmt.Sprintf("syncmedic applied %s for incident %s (%s) at the request of %s: %s", a.Action, inc.ID, inc.Finding.Rule, a.RequestedBy, a.Result)
+		}
 		if a.Result == syncmedic.ResultFailed {
 			typ = corev1.EventTypeWarning
 			msg += ": " + a.Error

@@ -2,6 +2,7 @@ package kubeevents
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,20 @@ func TestRemediationLeavesAnEventOnTheObject(t *testing.T) {
 	require.Equal(t, job.UID, e.InvolvedObject.UID)
 	require.Contains(t, e.Message, string(syncmedic.ActionRemoveHookFinalizer))
 	require.Contains(t, e.Message, inc.ID)
+
+	t.Run("a fix a person asked for names them in the Event", func(t *testing.T) {
+		_, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at.Add(time.Minute), Incident: inc, Seq: 2,
+			Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultSucceeded,
+				RequestedBy: "argocd user bob via argocd-extension"}})
+		require.NoError(t, err)
+		events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var msgs []string
+		for _, e := range events.Items {
+			msgs = append(msgs, e.Message)
+		}
+		require.Contains(t, strings.Join(msgs, "\n"), "at the request of argocd user bob via argocd-extension")
+	})
 }
 
 func TestEventsInAMissingNamespaceAreNotRetried(t *testing.T) {

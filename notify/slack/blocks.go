@@ -124,6 +124,9 @@ func ReplyText(ev syncmedic.Event) string {
 
 func attemptText(a *syncmedic.Attempt) string {
 	steps := bullets(a.Steps)
+	if a.RequestedBy != "" {
+		steps = "\nRequested by " + escape(a.RequestedBy) + "." + steps
+	}
 	switch a.Result {
 	case syncmedic.ResultSucceeded:
 		what := "changed"

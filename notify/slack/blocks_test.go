@@ -94,6 +94,10 @@ func TestReplyTexts(t *testing.T) {
 			":memo: The finding changed: hook Job migrate is stuck terminating: argocd.argoproj.io/hook-finalizer is never removed\n" +
 				"• `metadata.deletionTimestamp` = `2026-03-10T11:35:00Z`, since <!date^1773142500^{date_short_pretty} {time}|2026-03-10T11:35:00Z>\n" +
 				"• `metadata.finalizers` = `[argocd.argoproj.io/hook-finalizer]`"},
+		{"a fix a person asked for names them in the thread",
+			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: syncmedic.ResultSucceeded, Changed: true, RequestedBy: "argocd user bob (groups sre) via argocd-extension", Steps: []string{"PatchResource"}}},
+			":white_check_mark: `argocd/remove-hook-finalizer` succeeded (changed).\nRequested by argocd user bob (groups sre) via argocd-extension.\n• PatchResource"},
 		{"names cannot inject links or mentions",
 			syncmedic.Event{Kind: syncmedic.EventRemediating, Incident: inc, Attempt: &syncmedic.Attempt{Action: "x", Reason: "<!channel>"}},
 			":hammer_and_wrench: Applying `x` (&lt;!channel&gt;)."},
