@@ -165,10 +165,14 @@ func (s *RemediationStage) applyAttempt(ctx context.Context, t *Tracker, inc Inc
 	}
 	s.limiter.Record(ObjectKey(f.Object), start, err == nil)
 	s.metrics.remediation(f.Rule, action, a.Result)
-	s.log.Info("remediation", "who", s.identity, "requestedBy", requestedBy, "action", action, "result", a.Result, "changed", a.Changed,
+	attrs := []any{"who", s.identity}
+	if requestedBy != "" {
+		attrs = append(attrs, "requestedBy", requestedBy)
+	}
+	s.log.Info("remediation", append(attrs, "action", action, "result", a.Result, "changed", a.Changed,
 		"steps", a.Steps, "incident", inc.ID, "rule", f.Rule, "why", d.Reason, "summary", f.Summary,
 		"subject", inc.Subject, "namespace", f.Object.Namespace, "app", f.Object.App, "object", f.Object.String(),
-		"err", a.Error)
+		"err", a.Error)...)
 	t.recordAttempt(ctx, inc.ID, a, EventRemediated)
 	return a
 }
