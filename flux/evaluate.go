@@ -68,7 +68,7 @@ func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sin
 // readyExprs reads spec.dependsOn[].readyExpr of one HelmRelease straight from the apiserver.
 func (w *Watcher) readyExprs(ctx context.Context, nn types.NamespacedName) (map[types.NamespacedName]string, error) {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
+	u.SetGroupVersionKind(w.releaseGVK())
 	if err := w.direct.Get(ctx, nn, u); err != nil {
 		return nil, err
 	}

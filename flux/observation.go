@@ -12,7 +12,8 @@ import (
 // ReleaseObservation is everything the Flux rules need to know about one HelmRelease. Sources (the informer, the
 // snapshot reader, an accepted event) fill it; rules only read it.
 type ReleaseObservation struct {
-	// Release is the HelmRelease as read through the v2 API (the apiserver converts v2beta1/v2beta2 objects).
+	// Release is the HelmRelease in the v2 Go types, whichever API version it was read through (v2, or v2beta2 /
+	// v2beta1 on a cluster that serves no v2, decoded as AddReleaseTypes describes).
 	Release *helmv2.HelmRelease
 	// Dependencies are the spec.dependsOn HelmReleases the source found, by namespace/name. DependenciesKnown is
 	// true when the source looked for them, so that an absent dependency is really absent.

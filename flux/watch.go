@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -39,10 +41,14 @@ type WatcherOptions struct {
 	// ControllerDeployment is helm-controller's Deployment, whose image tag gives the version advisories; zero
 	// means DefaultControllerDeployment. Reading it is best effort.
 	ControllerDeployment types.NamespacedName
+	// APIVersion is the HelmRelease API version to watch, one of ReleaseAPIVersions; empty asks the apiserver
+	// (ServedAPIVersion) for the newest one it serves, and NewWatcher fails with ErrNoHelmReleaseAPI when it serves
+	// none. Objects of every version are read into the v2 Go types (AddReleaseTypes).
+	APIVersion string
 }
 
-// Watcher is the live Flux source: an informer over HelmReleases (v2 API) and the HelmRelease CRD. It evaluates the
-// Flux rules for a release on every change of the release or of one of its dependencies, when Trigger asks, and
+// Watcher is the live Flux source: an informer over HelmReleases (through the newest API version the cluster serves:
+// v2, or v2beta2 on Flux 2.2, or v2beta1) and the HelmRelease CRD. It evaluates the Flux rules for a release on every change of the release or of one of its dependencies, when Trigger asks, and
 // when a threshold is crossed (a per-object timer, not polling), and reports each evaluation under
 // "flux/<namespace>/<name>"; the CRD's storedVersions are reported under "flux/crd/<name>".
 type Watcher struct {
@@ -53,6 +59,10 @@ type Watcher struct {
 	queue   workqueue.TypedDelayingInterface[watchKey]
 	version *versionReader
 	synced  atomic.Bool
+	// apiVersion is the HelmRelease API version watched; unserved holds why it is no longer the right one (the CRD
+	// stopped serving it), for Ready.
+	apiVersion string
+	unserved   atomic.Pointer[string]
 }
 
 // watchKey names what one evaluation covers: a HelmRelease, or the CRD.
@@ -91,8 +101,15 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if o.APIVersion == "" {
+		v, err := ServedAPIVersion(o.Config)
+		if err != nil {
+			return nil, fmt.Errorf("flux watcher: %w", err)
+		}
+		o.APIVersion = v
+	}
 	scheme := runtime.NewScheme()
-	if err := helmv2.AddToScheme(scheme); err != nil {
+	if err := AddReleaseTypes(scheme, o.APIVersion); err != nil {
 		return nil, err
 	}
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
@@ -127,7 +144,15 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	}
 	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[watchKey]{Name: "flux-helmreleases"})
 	return &Watcher{opts: o, log: log.With("source", "flux"), cache: c, direct: direct, queue: q,
-		version: &versionReader{c: direct, key: o.ControllerDeployment}}, nil
+		version: &versionReader{c: direct, key: o.ControllerDeployment}, apiVersion: o.APIVersion}, nil
+}
+
+// APIVersion is the HelmRelease API version the watcher reads (e.g. "v2beta2" on Flux 2.2).
+func (w *Watcher) APIVersion() string { return w.apiVersion }
+
+// releaseGVK is the HelmRelease kind at the watched API version.
+func (w *Watcher) releaseGVK() schema.GroupVersionKind {
+	return ReleaseGroupVersion(w.apiVersion).WithKind(helmv2.HelmReleaseKind)
 }
 
 // Trigger asks for an immediate evaluation of a subject ("flux/<namespace>/<name>" or "flux/crd/<name>"); other
@@ -144,19 +169,55 @@ func (w *Watcher) Trigger(subject string) {
 	w.queue.Add(watchKey{nn: types.NamespacedName{Namespace: parts[1], Name: parts[2]}})
 }
 
-// Ready returns nil once the informers have synced.
+// Ready returns nil once the informers have synced, and an error again when the HelmRelease CRD stops serving the
+// API version watched (nothing more would be read).
 func (w *Watcher) Ready() error {
+	if why := w.unserved.Load(); why != nil {
+		return errors.New(*why)
+	}
 	if !w.synced.Load() {
 		return errors.New("flux watcher: informers not synced yet")
 	}
 	return nil
 }
 
+// crdChanged queues the CRD's evaluation and checks that the CRD still serves the API version watched: a Flux
+// upgrade can remove it (Flux 2.7 removes v2beta1), and a newer one the watcher could use needs a restart.
+func (w *Watcher) crdChanged(o interface{}, deleted bool) {
+	w.queue.Add(watchKey{crd: true, nn: types.NamespacedName{Name: CRDName}})
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o, deleted = d.Obj, true
+	}
+	crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return
+	}
+	served := CRDObservationOf(crd).Served
+	if deleted {
+		served = nil
+	}
+	switch newest := NewestServed(served); {
+	case !slices.Contains(served, w.apiVersion):
+		why := fmt.Sprintf("flux watcher: the cluster no longer serves helm.toolkit.fluxcd.io/%s HelmReleases (CRD %s serves %v): restart syncmedic to watch the version it serves", w.apiVersion, CRDName, served)
+		if deleted {
+			why = fmt.Sprintf("flux watcher: CRD %s was deleted: %v", CRDName, ErrNoHelmReleaseAPI)
+		}
+		if prev := w.unserved.Swap(&why); prev == nil || *prev != why {
+			w.log.Error(why)
+		}
+	case newest != w.apiVersion:
+		w.unserved.Store(nil)
+		w.log.Info("the HelmRelease CRD now serves a newer API version; restart syncmedic to watch it (the objects read are the same)", "watching", w.apiVersion, "newest", newest)
+	default:
+		w.unserved.Store(nil)
+	}
+}
+
 // Run watches until ctx is cancelled, reporting every evaluation to sink.
 func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
 	defer w.queue.ShutDown()
 	if err := w.cache.IndexField(ctx, &helmv2.HelmRelease{}, dependsOnIndex, dependsOnKeys); err != nil {
-		return fmt.Errorf("flux watcher: indexing HelmReleases (is the HelmRelease CRD installed?): %w", err)
+		return fmt.Errorf("flux watcher: indexing %s HelmReleases (is the HelmRelease CRD installed?): %w", ReleaseGroupVersion(w.apiVersion), err)
 	}
 	hrInf, err := w.cache.GetInformer(ctx, &helmv2.HelmRelease{})
 	if err != nil {
@@ -173,11 +234,10 @@ func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
 	if err != nil {
 		return fmt.Errorf("flux watcher: CRD informer: %w", err)
 	}
-	crdKey := watchKey{crd: true, nn: types.NamespacedName{Name: CRDName}}
 	if _, err := crdInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { w.queue.Add(crdKey) },
-		UpdateFunc: func(_, _ interface{}) { w.queue.Add(crdKey) },
-		DeleteFunc: func(interface{}) { w.queue.Add(crdKey) },
+		AddFunc:    func(o interface{}) { w.crdChanged(o, false) },
+		UpdateFunc: func(_, o interface{}) { w.crdChanged(o, false) },
+		DeleteFunc: func(o interface{}) { w.crdChanged(o, true) },
 	}); err != nil {
 		return err
 	}
@@ -190,7 +250,7 @@ func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
 		return fmt.Errorf("flux watcher: informers did not sync: %w", <-cacheErr)
 	}
 	w.synced.Store(true)
-	w.log.Info("flux watcher synced", "namespaces", w.opts.Namespaces)
+	w.log.Info("flux watcher synced", "namespaces", w.opts.Namespaces, "apiVersion", ReleaseGroupVersion(w.apiVersion).String())
 	go func() {
 		<-ctx.Done()
 		w.queue.ShutDown()
@@ -241,3 +301,7 @@ func dependsOnKeys(o client.Object) []string {
 	}
 	return keys
 }
+
+// Remediers are the flux/* remedies (ReconcileRequester) on the watcher's client, so the reconcile requests are
+// read and written through the HelmRelease API version the watcher reads.
+func (w *Watcher) Remediers() syncmedic.Remediers { return NewReconcileRequester(w.direct).Remediers() }

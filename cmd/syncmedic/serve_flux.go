@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,11 +10,9 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
@@ -93,27 +92,39 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 	if err != nil {
 		return serveParts{}, fmt.Errorf("flux: %w", err)
 	}
-	// Whether the cluster serves HelmReleases is asked in the background, so an unreachable apiserver delays the
-	// watch and not the receiver.
+	// Which HelmRelease API the cluster serves (v2, or v2beta2 on Flux 2.2, or v2beta1) is asked in the background,
+	// so an unreachable apiserver delays the watch and not the receiver.
 	watch := &lateSource[syncmedic.Source]{peer: "the apiserver", log: log, build: func(context.Context) (syncmedic.Source, error) {
-		served, err := helmReleasesServed(d)
-		if err != nil {
-			return nil, err
-		}
-		if !served {
-			log.Info("the cluster does not serve helm.toolkit.fluxcd.io/v2 HelmReleases: the HelmRelease watch is off")
+		version, err := flux.ServedAPIVersion(d.Kube)
+		if errors.Is(err, flux.ErrNoHelmReleaseAPI) {
+			log.Info(err.Error() + ": the HelmRelease watch is off")
 			return idleSource{}, nil
 		}
-		w, err := flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
-			ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("flux: watching HelmReleases and receiving events", "path", flux.EventsPath, "namespaces", o.namespaces, "signed", len(token) > 0)
+		w, err := flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
+			ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}, APIVersion: version})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("flux: watching HelmReleases and receiving events", "apiVersion", flux.ReleaseGroupVersion(version).String(), "path", flux.EventsPath, "namespaces", o.namespaces, "signed", len(token) > 0)
 		return w, nil
 	}}
 	parts.Sources = append(parts.Sources, watch)
-	parts.Remediers = flux.NewReconcileRequester(c).Remediers()
+	// Remedies go through the watcher's client once it runs, so they write through the API version it reads.
+	fallback := flux.NewReconcileRequester(c)
+	parts.Remediers = syncmedic.Remediers{}
+	for action := range fallback.Remediers() {
+		parts.Remediers[action] = syncmedic.RemedierFunc(func(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+			if s, ok := watch.Source(); ok {
+				if w, ok := s.(*flux.Watcher); ok {
+					return w.Remediers()[action].Remediate(ctx, f, dryRun)
+				}
+			}
+			return fallback.Remediate(ctx, f, dryRun)
+		})
+	}
 	parts.Ready = func() error {
 		return watch.Ready(func(s syncmedic.Source) error {
 			if w, ok := s.(*flux.Watcher); ok {
@@ -137,24 +148,3 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 type idleSource struct{}
 
 func (idleSource) Run(ctx context.Context, _ syncmedic.Sink) error { <-ctx.Done(); return nil }
-
-// helmReleasesServed reports whether the cluster serves helm.toolkit.fluxcd.io/v2 HelmReleases.
-func helmReleasesServed(d serveDeps) (bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(d.Kube)
-	if err != nil {
-		return false, fmt.Errorf("flux: %w", err)
-	}
-	list, err := dc.ServerResourcesForGroupVersion(helmv2.GroupVersion.String())
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("flux: discovering %s: %w", helmv2.GroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Kind == helmv2.HelmReleaseKind {
-			return true, nil
-		}
-	}
-	return false, nil
-}
