@@ -241,6 +241,8 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 		}
 		why := "because the old hook still exists"
 		switch {
+		case idx >= 0 && !deleting && !deletesBeforeCreation(h):
+			why += ", kept by its delete policy (HookSucceeded keeps a hook that failed) and carrying Argo CD's hook finalizer"
 		case idx >= 0:
 			why += ", held by Argo CD's hook finalizer"
 		case deleting:
@@ -255,28 +257,43 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 		}
 		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "error", Value: msg})
 		f.Evidence = append(f.Evidence, hookEvidence(h)...)
+		keptByPolicy := !deleting && !deletesBeforeCreation(h)
 		switch {
+		case idx >= 0 && keptByPolicy:
+			// The finalizer does not keep this hook: its delete policy does, and a sync after removing the
+			// finalizer fails the same way. Remove the finalizer (so the hook can go at all: deleted, it would stay
+			// deleting), then a person deletes the old hook and syncs, as for any hook its policy keeps. Seen on the
+			// real v2.14.21 controller with a failed HookSucceeded hook that v2.14.3 left the finalizer on.
+			f.Remedy = removeFinalizerRemedy(obs, h, idx, false)
+			f.Remedy.Description += " The old hook stays afterwards, kept by its delete policy (HookSucceeded keeps a hook that failed), and every sync fails until it goes: then delete it through Argo CD and sync again (the hooks run again)."
+			f.Remedy.Commands = append(f.Remedy.Commands, keptHookCommands(obs, h)...)
 		case idx >= 0:
 			f.Remedy = removeFinalizerRemedy(obs, h, idx, true)
 		case deleting:
 			f.Remedy = resyncRemedy(obs, "The old hook is being deleted; once it is gone, sync again. The new sync runs every hook of the application again.")
 		default:
 			// Every sync fails the same way until the old object goes: delete it through Argo CD, then sync.
-			del := fmt.Sprintf("argocd app delete-resource %s --kind %s --resource-name %s --namespace %s", cliAppName(obs), h.GetKind(), h.GetName(), h.GetNamespace())
-			if g := h.GroupVersionKind().Group; g != "" {
-				del += " --group " + g
-			}
-			p := map[string]string{}
-			syncParams(obs, p)
 			f.Remedy = syncmedic.Remedy{
 				Description: "The old hook object stays because its delete policy keeps it (HookSucceeded keeps a failed hook; add BeforeHookCreation to the policy), and every sync fails until it goes: delete it through Argo CD, then sync again (the hooks run again).",
-				Commands:    []string{del, syncCommand(obs, p)},
+				Commands:    keptHookCommands(obs, h),
 			}
 		}
 		f.Links = appLinks(obs)
 		out = append(out, f)
 	}
 	return out
+}
+
+// keptHookCommands are what a person runs for an old hook its delete policy keeps: delete it through Argo CD, then
+// sync.
+func keptHookCommands(obs AppObservation, h *unstructured.Unstructured) []string {
+	del := fmt.Sprintf("argocd app delete-resource %s --kind %s --resource-name %s --namespace %s", cliAppName(obs), h.GetKind(), h.GetName(), h.GetNamespace())
+	if g := h.GroupVersionKind().Group; g != "" {
+		del += " --group " + g
+	}
+	p := map[string]string{}
+	syncParams(obs, p)
+	return []string{del, syncCommand(obs, p)}
 }
 
 // OperationStuck reports any operation Running or Terminating past the threshold with no change in its state.

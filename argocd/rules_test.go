@@ -313,6 +313,26 @@ func TestEvaluate(t *testing.T) {
 			},
 		},
 		{
+			name: "a failed hook kept by HookSucceeded that also keeps the hook finalizer gets one plan: remove the finalizer, no sync that would fail again",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, []string{HookFinalizer}, nil, false)
+				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				require.Contains(t, f.Summary, "kept by its delete policy")
+				require.Contains(t, f.Summary, "hook finalizer")
+				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
+				require.Equal(t, "false", f.Remedy.Params[ParamThenSync], "the old hook stays after the patch: a sync would fail the same way")
+				require.False(t, f.Remedy.RerunsHooks)
+				require.Contains(t, f.Remedy.Commands, "argocd app delete-resource argocd/shop --kind Job --resource-name migrate --namespace shop --group batch",
+					"deleting the kept hook stays a person's step")
+				require.Equal(t, "also (argocd/hook-finalizer-stuck)", f.Evidence[len(f.Evidence)-1].Field)
+			},
+		},
+		{
 			name: "field is immutable on a ConfigMap is not blamed on a hook Job held by the finalizer",
 			obs: func(t *testing.T) AppObservation {
 				op := failedOp(`one or more objects failed to apply, reason: ConfigMap "settings" is invalid: data: Forbidden: field is immutable when immutable is set`)
