@@ -438,16 +438,27 @@ func ScenarioRealRunningHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
 // the second sync, with the time it started.
 func ScenarioRealFailedWaveHookLeak(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
 	t.Helper()
-	app := NewRealHookApp(t, stack, "failed-wave", ConfigMapData{}, FailedWaveHook)
+	return ScenarioRealFailedWave(t, stack, FailedWaveHook)
+}
+
+// ScenarioRealFailedWave is ScenarioRealFailedWaveHookLeak with another Sync hook: with KeptWaveHook (no TTL) the
+// hook Job v3.0.12 leaks the finalizer on stays, complete and not deleted, instead of being stuck deleting. It
+// returns after starting the second (failing) sync, with the time it started.
+func ScenarioRealFailedWave(t testing.TB, stack *RealArgoCD, hook RealHook) (*RealHookApp, time.Time) {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "failed-wave", ConfigMapData{}, hook)
 	app.Sync(t)
 	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
 		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
 	}
-	app.Update(t, ConfigMapData{Elsewhere: app.Namespace + "-missing"}, FailedWaveHook)
+	app.Update(t, ConfigMapData{Elsewhere: app.Namespace + "-missing"}, hook)
 	start := time.Now()
 	app.Sync(t)
 	return app, start
 }
+
+// KeptWaveHook is FailedWaveHook without ttlSecondsAfterFinished: the finished Job stays (ScenarioRealFailedWave).
+var KeptWaveHook = RealHook{Name: "report", Hook: synccommon.HookTypeSync, Run: PodSucceeds}
 
 // FailedWaveHook is the Sync hook of ScenarioRealFailedWaveHookLeak.
 var FailedWaveHook = RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL: TTL(0), Run: PodSucceeds}
@@ -460,12 +471,24 @@ var FailedWaveHook = RealHook{Name: "report", Hook: synccommon.HookTypeSync, TTL
 // started.
 func ScenarioRealImmutableHook(t testing.TB, stack *RealArgoCD) (*RealHookApp, time.Time) {
 	t.Helper()
+	return ScenarioRealImmutableHookWithFinalizers(t, stack)
+}
+
+// ScenarioRealImmutableHookWithFinalizers is ScenarioRealImmutableHook where, between the failed first sync and the
+// second, the kept failed Job "db-migrate" is given finalizers (when any), as an older Argo CD or another controller
+// left them: with HookFinalizer, the Job is what Argo CD v2.14.3 (the only 2.x release that added the hook
+// finalizer) leaves on a failed hook it kept, which 2.14.4+ never removes.
+func ScenarioRealImmutableHookWithFinalizers(t testing.TB, stack *RealArgoCD, finalizers ...string) (*RealHookApp, time.Time) {
+	t.Helper()
 	hook := RealHook{Name: "db-migrate", Hook: synccommon.HookTypePreSync, DeletePolicy: synccommon.HookDeletePolicyHookSucceeded,
 		Image: "busybox:1.36", Run: PodFails}
 	app := NewRealHookApp(t, stack, "immutable-hook", ConfigMapData{}, hook)
 	app.Sync(t)
 	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationFailed {
 		t.Fatalf("testenv: the first sync of %s did not fail on its hook within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	if len(finalizers) > 0 {
+		app.SetJobFinalizers(t, hook.Name, finalizers...)
 	}
 	hook.Image, hook.Run = "busybox:1.37", PodSucceeds
 	app.Update(t, ConfigMapData{}, hook)
@@ -523,5 +546,41 @@ func (a *RealHookApp) setForeignFinalizer(t testing.TB, on bool) {
 	})
 	if err != nil {
 		t.Fatalf("testenv: setting %s on Job %s to %v: %v", ForeignFinalizer, key, on, err)
+	}
+}
+
+// ScenarioRealHookWithLeftoverFinalizer: a PreSync hook Job "migrate" with the default delete policy
+// (BeforeHookCreation) runs and succeeds in a first sync; the test then puts argocd.argoproj.io/hook-finalizer on
+// the finished Job, as Argo CD v2.14.3 (the only 2.x release that added it) leaves it on every hook, and 2.14.4+
+// never removes it (argo-cd #22142), or as a leaky 3.0.x (before v3.0.16) leaves it before an upgrade. No operation
+// runs. It returns the app.
+func ScenarioRealHookWithLeftoverFinalizer(t testing.TB, stack *RealArgoCD) *RealHookApp {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "leftover-finalizer", ConfigMapData{},
+		RealHook{Name: "migrate", Hook: synccommon.HookTypePreSync, Run: PodSucceeds})
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
+		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	app.SetJobFinalizers(t, "migrate", HookFinalizer)
+	return app
+}
+
+// SetJobFinalizers replaces the finalizers of the app's Job name with finalizers, in that order, through the
+// apiserver (as another controller, or an older Argo CD, does). The apiserver refuses new finalizers on an object
+// being deleted.
+func (a *RealHookApp) SetJobFinalizers(t testing.TB, name string, finalizers ...string) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: a.Namespace, Name: name}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job := &batchv1.Job{}
+		if err := a.Stack.Env.Client.Get(context.Background(), key, job); err != nil {
+			return err
+		}
+		job.Finalizers = slices.Clone(finalizers)
+		return a.Stack.Env.Client.Update(context.Background(), job)
+	})
+	if err != nil {
+		t.Fatalf("testenv: setting the finalizers of Job %s to %v: %v", key, finalizers, err)
 	}
 }

@@ -1,0 +1,130 @@
+package argo
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// Issue 13 item 7 on the real Argo CD: one object, one plan. A named PreSync hook Job whose failed run is kept
+// (hook-delete-policy HookSucceeded) also carries argocd.argoproj.io/hook-finalizer — as Argo CD v2.14.3, the only
+// 2.x release that added it, leaves it on a hook it kept, and 2.14.4+ never removes it (the test plays that
+// v2.14.3, as it plays the kubelet); then its template is fixed in git and the app synced again. Every sync fails
+// ("field is immutable"), and the Job matches two rules at once, each with an automatic remedy: hook-immutable and
+// hook-finalizer-stuck. With every hook rule on auto, syncmedic opens one incident for the Job (hook-immutable, the
+// finalizer finding folded into its evidence) and applies one remedy, once: remove the hook finalizer. It does not
+// sync afterwards — the old Job stays, kept by its delete policy, and a sync would fail the same way (found here:
+// the rule used to plan remove-then-sync; argocd/rules.go now plans the sync only when the finalizer is what keeps
+// the hook). Deleting the old hook stays a person's call; once done, the real controller syncs.
+//
+// v3.6.1 removes hook finalizers from existing hooks when a sync starts (gitops-engine #770): there the second sync
+// strips the leftover finalizer itself, and only hook-immutable (no automatic remedy) remains.
+func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
+	t.Parallel()
+	env := testenv.KubeWithControllers(t)
+	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
+		t.Run("on "+version+" a kept immutable hook that also holds the hook finalizer gets one incident and at most one remedy", func(t *testing.T) {
+			t.Parallel()
+			r := row(version, "one plan per object: failed immutable hook kept by HookSucceeded, holding the hook finalizer (left by v2.14.3, played), all hook rules auto")
+			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+			record(t, r)
+			app, start := testenv.ScenarioRealImmutableHookWithFinalizers(t, stack, testenv.HookFinalizer)
+			got, ok := app.WaitApp(t, remedyWithin, completedSince(start))
+			require.True(t, ok, "the second sync ends: %s", testenv.DescribeOperation(got))
+			job, jobDesc := app.JobState(t, "db-migrate")
+			r.Controller = fmt.Sprintf("operation %s; old hook Job %s", testenv.DescribeOperation(got), jobDesc)
+			require.NotEqual(t, synccommon.OperationSucceeded, phase(got), testenv.DescribeOperation(got))
+			require.Contains(t, got.Status.OperationState.Message+fmt.Sprint(got.Status.OperationState.SyncResult), "immutable")
+			require.NotNil(t, job, "the failed hook Job is kept")
+			held := slices.Contains(job.Finalizers, testenv.HookFinalizer)
+			if version == testenv.ArgoCDV2 {
+				require.True(t, held, "v2.14.21 never touches the hook finalizer: %s", jobDesc)
+			}
+			if !held {
+				r.Controller += " (the leftover hook finalizer was removed by the controller during the second sync)"
+			}
+
+			// The rules, on the real state read through argocd-server: one finding for the Job.
+			c := dialStack(t, stack)
+			f := findingAbout(t, c, app, syncmedic.RuleHookImmutable, "db-migrate")
+			require.Len(t, findingsAbout(scanApp(t, c, app), "db-migrate"), 1, "one finding for the Job")
+			if held {
+				require.Equal(t, "also ("+string(syncmedic.RuleHookFinalizerStuck)+")", f.Evidence[len(f.Evidence)-1].Field,
+					"the hook-finalizer-stuck finding is folded into the one plan")
+				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
+				require.Equal(t, "false", f.Remedy.Params[argocd.ParamThenSync], "no sync that would fail the same way")
+			} else {
+				require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "without the finalizer: a person deletes the kept hook")
+			}
+
+			srv := startServe(t, app, autoPolicy)
+			root := announced(t, srv, syncmedic.RuleHookImmutable, announceWithin)
+			wantRemedies := 0
+			if held {
+				wantRemedies = 1
+				require.True(t, app.WaitJob(t, "db-migrate", remedyWithin, func(j *batchv1.Job) bool {
+					return j != nil && !slices.Contains(j.Finalizers, testenv.HookFinalizer)
+				}), "the one remedy removes the hook finalizer: %s", srv.summary())
+				require.Eventually(t, func() bool { return len(remedyResults(srv)) == 1 }, remedyWithin, tick,
+					"the remedy's result is in the thread: %s", srv.summary())
+			}
+			// A quiet window several times every threshold: no second incident, no second remedy, no sync.
+			more := waitFor(nearMissWindow, func() bool {
+				return len(srv.roots()) > 1 || len(remediesApplied(srv)) > wantRemedies
+			})
+			_, jobAfter := app.JobState(t, "db-migrate")
+			cur := app.Get(t)
+			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; thread: %s; remedies applied: %d; Job then %s; operation then %s",
+				len(srv.roots()), firstLine(root.Text), thread(srv, root), len(remediesApplied(srv)), jobAfter, testenv.DescribeOperation(cur))
+			require.False(t, more, "one incident and at most one remedy for the Job: %s", srv.summary())
+			require.Len(t, srv.roots(), 1, "one incident for the Job: %s", srv.summary())
+			require.Len(t, remediesApplied(srv), wantRemedies, "one remedy sequence for the Job: %s", srv.summary())
+			for _, m := range remedyResults(srv) {
+				require.Contains(t, m, "`"+string(syncmedic.ActionRemoveHookFinalizer)+"` succeeded", "the remedy is the finalizer patch")
+			}
+			require.True(t, cur.Status.OperationState.StartedAt.Equal(&got.Status.OperationState.StartedAt),
+				"syncmedic started no sync that would fail the same way: %s", testenv.DescribeOperation(cur))
+
+			// The person deletes the kept hook through Argo CD and syncs: the real controller gets past it.
+			app.DeleteJob(t, "db-migrate")
+			require.True(t, app.WaitJob(t, "db-migrate", controllerWindow, func(j *batchv1.Job) bool { return j == nil }),
+				"the old hook goes: no finalizer holds it")
+			again := time.Now()
+			app.Sync(t)
+			after, ok := app.WaitApp(t, remedyWithin, completedSince(again))
+			r.Syncmedic += "; after the proposed delete-resource and a sync: " + testenv.DescribeOperation(after)
+			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the real controller syncs once the old hook is gone: %s",
+				testenv.DescribeOperation(after))
+		})
+	}
+}
+
+// remediesApplied returns the thread replies that announce an applied remedy, across every thread.
+func remediesApplied(srv *fakeSlack) []string {
+	return threadReplies(srv, ":hammer_and_wrench: Applying")
+}
+
+// remedyResults returns the thread replies that report a remedy's result (not a dry run), across every thread.
+func remedyResults(srv *fakeSlack) []string {
+	return append(threadReplies(srv, ":white_check_mark:"), threadReplies(srv, ":x:")...)
+}
+
+func threadReplies(srv *fakeSlack, prefix string) []string {
+	var out []string
+	for _, m := range srv.all() {
+		if m.Method == "chat.postMessage" && m.ThreadTS != "" && strings.HasPrefix(m.Text, prefix) {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
