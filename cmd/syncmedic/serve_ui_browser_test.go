@@ -87,7 +87,7 @@ func TestIncidentPageInChromium(t *testing.T) {
 			"argocd.argoproj.io/hook-finalizer",
 			">Evidence<", ">Fix<", ">Timeline<",
 			"kubectl get job.batch " + job.Name + " -n " + ns,
-			" shown · updated ",
+			" shown · live · updated ",
 		} {
 			require.Contains(t, dom, want)
 		}

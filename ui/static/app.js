@@ -1,4 +1,7 @@
-// The syncmedic incident page: polls the incident API and renders open (and recent) incidents. No dependencies.
+// The syncmedic incident page: follows the incident API's live stream (?watch=true, server-sent events read with
+// fetch so the bearer token goes along), falls back to polling, and renders open (and recent) incidents. Where the
+// policy's fixBy allows, each incident has a Fix button: it asks for the plan (dry-run), shows it, and applies it
+// only on confirmation. No dependencies.
 (function () {
   'use strict';
   var api = '../api/v1/incidents';
@@ -6,6 +9,9 @@
   var tokenKey = 'syncmedic.token';
   var state = 'open';
   var timer = null;
+  var stream = null; // the AbortController of the live stream
+  var last = null; // the last list rendered
+  var fixes = {}; // incident ID -> {busy, plan, result, error}: survives re-renders
 
   // A token in the URL fragment (#token=...) is moved to this tab's session storage and removed from the address bar;
   // the fragment is never sent to a server.
@@ -53,7 +59,62 @@
     var parts = [el('p', {}, [r.description || 'No automatic remedy: see the evidence.'])];
     if (r.action) parts.push(el('p', { 'class': 'meta' }, ['action ' + r.action + (inc.auto ? ' — applied automatically' : ' — not automatic under the policy') + (r.rerunsHooks ? '; re-runs the hooks' : '')]));
     r.commands.forEach(function (c) { parts.push(el('pre', {}, [c])); });
+    var f = fixBox(inc);
+    if (f) parts.push(f);
     return el('div', { 'class': 'remedy' }, parts);
+  }
+
+  function button(cls, text, onClick, disabled) {
+    var b = el('button', { type: 'button', 'class': cls }, [text]);
+    if (disabled) b.disabled = true;
+    b.addEventListener('click', onClick);
+    return b;
+  }
+
+  // fixBox is the Fix button, the plan to confirm, or the outcome, for an incident the caller may fix.
+  function fixBox(inc) {
+    if (!inc.fix || inc.state === 'resolved') return null;
+    var s = fixes[inc.id] || {};
+    if (!inc.fix.allowed) {
+      return el('p', { 'class': 'fix-denied meta' }, ['Fix on demand: ' + inc.fix.reason]);
+    }
+    var parts = [];
+    if (s.plan) {
+      parts.push(el('p', { 'class': 'fix-title' }, ['syncmedic will apply ' + s.plan.action + ':']));
+      parts.push(el('ul', { 'class': 'fix-steps' }, s.plan.steps.map(function (x) { return el('li', {}, [x]); })));
+      s.plan.warnings.forEach(function (w) { parts.push(el('p', { 'class': 'fix-warning' }, [w])); });
+      parts.push(button('fix-confirm', 'Apply this fix', function () { requestFix(inc.id, s.plan.confirm); }, s.busy));
+      parts.push(button('fix-cancel', 'Cancel', function () { fixes[inc.id] = {}; rerender(); }, s.busy));
+    } else {
+      parts.push(button('fix-plan', 'Fix…', function () { requestFix(inc.id, ''); }, s.busy));
+    }
+    if (s.result) {
+      parts.push(el('p', { 'class': 'fix-result' }, [s.result.action + ': ' + s.result.result + (s.result.changed ? ' (changed)' : ' (nothing to change)') +
+        (s.result.error ? ' — ' + s.result.error : '')]));
+    }
+    if (s.error) parts.push(el('p', { 'class': 'fix-error' }, [s.error]));
+    return el('div', { 'class': 'fix' }, parts);
+  }
+
+  // requestFix asks for the plan (confirm empty) or applies the reviewed plan.
+  function requestFix(id, confirm) {
+    var token = sessionStorage.getItem(tokenKey);
+    fixes[id] = Object.assign({}, fixes[id], { busy: true, error: '' });
+    rerender();
+    fetch(api + '/' + encodeURIComponent(id) + '/fix', {
+      method: 'POST', cache: 'no-store',
+      headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
+      body: JSON.stringify(confirm ? { confirm: confirm } : {})
+    })
+      .then(function (res) { return res.json().then(function (body) { return { status: res.status, body: body }; }); })
+      .then(function (r) {
+        if (r.status === 200 && r.body.kind === 'FixPlan') fixes[id] = { plan: r.body };
+        else if (r.status === 200) fixes[id] = { result: r.body };
+        else if (r.status === 409 && r.body.plan) fixes[id] = { plan: r.body.plan, error: r.body.error };
+        else fixes[id] = { error: 'Refused (' + r.status + '): ' + (r.body.error || 'unknown error') };
+      })
+      .catch(function (err) { fixes[id] = { error: 'The fix request failed: ' + err.message }; })
+      .then(function () { rerender(); refresh(); });
   }
 
   function attempts(inc) {
@@ -87,7 +148,10 @@
     ]);
   }
 
+  function rerender() { if (last) render(last); }
+
   function render(list) {
+    last = list;
     var main = document.getElementById('incidents');
     main.textContent = '';
     if (!list.items.length) {
@@ -99,39 +163,89 @@
 
   function setStatus(text) { document.getElementById('status').textContent = text; }
 
-  function poll() {
+  function refused() {
+    sessionStorage.removeItem(tokenKey);
+    document.getElementById('login').hidden = false;
+    throw new Error('the token was refused');
+  }
+
+  function show(list, how) {
+    document.getElementById('login').hidden = true;
+    render(list);
+    setStatus(list.items.length + ' shown · ' + how + ' · updated ' + new Date().toLocaleTimeString());
+  }
+
+  // refresh reads the list once (after a fix, and when the stream is not available).
+  function refresh() {
+    var token = sessionStorage.getItem(tokenKey);
+    if (!token) return Promise.resolve();
+    return fetch(api + '?state=' + state, { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' })
+      .then(function (res) {
+        if (res.status === 401) refused();
+        if (!res.ok) throw new Error('HTTP ' + res.status);
+        return res.json();
+      })
+      .then(function (list) { show(list, stream ? 'live' : 'polling'); });
+  }
+
+  // follow reads the live stream until it ends, then polls and tries the stream again.
+  function follow() {
     clearTimeout(timer);
+    if (stream) stream.abort();
     var token = sessionStorage.getItem(tokenKey);
     if (!token) {
       document.getElementById('login').hidden = false;
       return;
     }
-    fetch(api + '?state=' + state, { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' })
+    var ctrl = new AbortController();
+    stream = ctrl;
+    fetch(api + '?watch=true&state=' + state, { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store', signal: ctrl.signal })
       .then(function (res) {
-        if (res.status === 401) {
-          sessionStorage.removeItem(tokenKey);
-          document.getElementById('login').hidden = false;
-          throw new Error('the token was refused');
+        if (res.status === 401) refused();
+        if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
+        var reader = res.body.getReader();
+        var decoder = new TextDecoder();
+        var buf = '';
+        function pump() {
+          return reader.read().then(function (r) {
+            if (r.done) throw new Error('the live stream ended');
+            buf += decoder.decode(r.value, { stream: true });
+            var i;
+            while ((i = buf.indexOf('\n\n')) >= 0) {
+              var ev = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              ev.split('\n').forEach(function (line) {
+                if (line.indexOf('data: ') === 0) show(JSON.parse(line.slice(6)), 'live');
+              });
+            }
+            return pump();
+          });
         }
-        if (!res.ok) throw new Error('HTTP ' + res.status);
-        return res.json();
+        return pump();
       })
-      .then(function (list) {
-        document.getElementById('login').hidden = true;
-        render(list);
-        setStatus(list.items.length + ' shown · updated ' + new Date().toLocaleTimeString());
-      })
+      .catch(function (err) {
+        if (ctrl.signal.aborted) return;
+        stream = null;
+        setStatus('not live: ' + err.message);
+        poll();
+        timer = setTimeout(follow, 30000);
+      });
+  }
+
+  function poll() {
+    clearTimeout(timer);
+    refresh()
       .catch(function (err) { setStatus('not updated: ' + err.message); })
-      .then(function () { timer = setTimeout(poll, pollMillis); });
+      .then(function () { if (!stream) timer = setTimeout(poll, pollMillis); });
   }
 
   document.getElementById('login').addEventListener('submit', function (e) {
     e.preventDefault();
     sessionStorage.setItem(tokenKey, document.getElementById('token').value.trim());
-    poll();
+    follow();
   });
   Array.prototype.forEach.call(document.querySelectorAll('input[name=state]'), function (r) {
-    r.addEventListener('change', function () { state = r.value; poll(); });
+    r.addEventListener('change', function () { state = r.value; follow(); });
   });
-  poll();
+  follow();
 })();
