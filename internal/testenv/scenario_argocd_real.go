@@ -584,3 +584,22 @@ func (a *RealHookApp) SetJobFinalizers(t testing.TB, name string, finalizers ...
 		t.Fatalf("testenv: setting the finalizers of Job %s to %v: %v", key, finalizers, err)
 	}
 }
+
+// ScenarioRealOldHookHeldBy is ScenarioRealHookHeldByForeignFinalizer with the finished hook Job "migrate" given
+// finalizers (in that order) before the second sync: with HookFinalizer and ForeignFinalizer, it carries both what
+// Argo CD v2.14.3 left and what another controller holds. The real application-controller deletes the old hook
+// (BeforeHookCreation) and waits for it to go. It returns after starting the second sync, with the time it started;
+// SetJobFinalizers on the deleting Job can only remove finalizers.
+func ScenarioRealOldHookHeldBy(t testing.TB, stack *RealArgoCD, finalizers ...string) (*RealHookApp, time.Time) {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "held-hook", ConfigMapData{},
+		RealHook{Name: "migrate", Hook: synccommon.HookTypePreSync, Run: PodSucceeds})
+	app.Sync(t)
+	if got, ok := app.WaitApp(t, 2*time.Minute, OperationCompleted); !ok || got.Status.OperationState.Phase != synccommon.OperationSucceeded {
+		t.Fatalf("testenv: the first sync of %s did not succeed within 2m: %s", app.Name, DescribeOperation(got))
+	}
+	app.SetJobFinalizers(t, "migrate", finalizers...)
+	start := time.Now()
+	app.Sync(t)
+	return app, start
+}

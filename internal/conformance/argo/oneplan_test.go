@@ -109,6 +109,146 @@ func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
 	}
 }
 
+// heldHookAutoPolicy is autoPolicy with argocd/hook-not-deleted reported after 5 s (it has no automatic remedy).
+const heldHookAutoPolicy = `resolveAfter: 1
+rules:
+  argocd/hook-finalizer-stuck: {mode: auto, threshold: 3s}
+  argocd/hook-completion-missed: {mode: auto, threshold: 30s, rerunHooks: true}
+  argocd/hook-immutable: {mode: auto, rerunHooks: true}
+  argocd/hook-not-deleted: {mode: notify, threshold: 5s}
+` + routes
+
+// Issue 13 item 7, the other shape on the real Argo CD: an old PreSync hook (default delete policy,
+// BeforeHookCreation) that holds both argocd.argoproj.io/hook-finalizer — left by v2.14.3, played by the test — and
+// another controller's finalizer. The second sync deletes it and waits for it to go: it matches hook-finalizer-stuck
+// (automatic: remove the hook finalizer) and hook-not-deleted (the foreign finalizer; a person's call). One plan:
+// syncmedic removes only the hook finalizer, once, and neither terminates nor re-syncs; what is left, the foreign
+// finalizer, is reported afterwards on its own (notify). Once that controller lets go, the same operation creates
+// the new hook and succeeds. v3.6.1 strips the hook finalizer from the old hook itself when the sync starts
+// (gitops-engine #770): only hook-not-deleted remains there, and nothing is applied.
+func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.T) {
+	t.Parallel()
+	env := testenv.KubeWithControllers(t)
+	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
+		t.Run("on "+version+" an old hook held by the hook finalizer and another controller's gets one remedy and the rest is reported", func(t *testing.T) {
+			t.Parallel()
+			r := row(version, "one plan per object: old hook (BeforeHookCreation) held by the hook finalizer (left by an older release, played) and a foreign one, all hook rules auto")
+			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+			record(t, r)
+			app, start := testenv.ScenarioRealOldHookHeldBy(t, stack, testenv.HookFinalizer, testenv.ForeignFinalizer)
+			require.True(t, app.WaitJob(t, "migrate", controllerWindow, func(j *batchv1.Job) bool {
+				return j != nil && j.DeletionTimestamp != nil
+			}), "the controller deletes the old hook before re-creating it")
+			_, finished := app.WaitApp(t, nearMissWindow, completedSince(start))
+			got := app.Get(t)
+			job, jobDesc := app.JobState(t, "migrate")
+			r.Controller = fmt.Sprintf("operation %s; old hook Job %s", testenv.DescribeOperation(got), jobDesc)
+			require.False(t, finished, "the sync cannot finish while the old hook is held: %s", testenv.DescribeOperation(got))
+			require.Equal(t, synccommon.OperationRunning, phase(got))
+			require.NotNil(t, job)
+			held := slices.Contains(job.Finalizers, testenv.HookFinalizer)
+			if version == testenv.ArgoCDV2 {
+				require.True(t, held, "v2.14.21 never touches the hook finalizer: %s", jobDesc)
+			}
+
+			c := dialStack(t, stack)
+			wantRoots, wantRemedies := 1, 0
+			if held {
+				wantRoots, wantRemedies = 2, 1
+				f := findingAbout(t, c, app, syncmedic.RuleHookFinalizerStuck, "migrate")
+				require.Len(t, findingsAbout(scanApp(t, c, app), "migrate"), 1, "one finding for the Job")
+				require.Equal(t, "also ("+string(syncmedic.RuleHookNotDeleted)+")", f.Evidence[len(f.Evidence)-1].Field,
+					"the hook-not-deleted finding is folded into the one plan")
+				require.Equal(t, "false", f.Remedy.Params[argocd.ParamThenSync], "removing the finalizer alone: nothing is terminated")
+			} else {
+				r.Controller += " (the hook finalizer was removed by the controller when the sync started)"
+				findingAbout(t, c, app, syncmedic.RuleHookNotDeleted, "migrate")
+			}
+
+			srv := startServe(t, app, heldHookAutoPolicy)
+			if held {
+				rootFor(t, srv, syncmedic.RuleHookFinalizerStuck)
+				require.True(t, app.WaitJob(t, "migrate", remedyWithin, func(j *batchv1.Job) bool {
+					return j != nil && !slices.Contains(j.Finalizers, testenv.HookFinalizer)
+				}), "the one remedy removes the hook finalizer: %s", srv.summary())
+			}
+			notDeleted := rootFor(t, srv, syncmedic.RuleHookNotDeleted)
+			require.Contains(t, notDeleted.Blocks, testenv.ForeignFinalizer, "what is left is reported, naming the other finalizer")
+			more := waitFor(nearMissWindow, func() bool {
+				return len(srv.roots()) > wantRoots || len(remediesApplied(srv)) > wantRemedies
+			})
+			cur := app.Get(t)
+			_, jobAfter := app.JobState(t, "migrate")
+			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; remedies applied: %d (%s); Job then %s; operation then %s",
+				len(srv.roots()), rootRules(srv), len(remediesApplied(srv)), strings.ReplaceAll(strings.Join(remedyResults(srv), " / "), "\n", " "), jobAfter, testenv.DescribeOperation(cur))
+			require.False(t, more, "no further incident or remedy: %s", srv.summary())
+			require.Len(t, srv.roots(), wantRoots, srv.summary())
+			require.Len(t, remediesApplied(srv), wantRemedies, srv.summary())
+			if held {
+				require.Less(t, indexOf(srv, remedyResults(srv)[0]), indexOf(srv, notDeleted.Text),
+					"the foreign finalizer is reported on its own only after the one plan ran: %s", srv.summary())
+			}
+			require.Equal(t, synccommon.OperationRunning, phase(cur), "nothing was terminated: %s", testenv.DescribeOperation(cur))
+			require.True(t, cur.Status.OperationState.StartedAt.Equal(&got.Status.OperationState.StartedAt), "still the same operation")
+
+			// The other controller lets go: the same operation creates the new hook and succeeds.
+			app.SetJobFinalizers(t, "migrate")
+			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
+			r.Syncmedic += "; once the other controller let go: " + testenv.DescribeOperation(after)
+			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the real controller finishes the same sync: %s", testenv.DescribeOperation(after))
+			require.True(t, after.Status.OperationState.StartedAt.Equal(&got.Status.OperationState.StartedAt), "no new sync was needed")
+		})
+	}
+}
+
+// isRootOf reports whether root message m is an incident of rule: its Rule field (a link whose text is the rule ID),
+// not evidence that merely mentions the rule (a finding folded into another's plan).
+func isRootOf(m slackMessage, rule syncmedic.RuleID) bool {
+	return strings.Contains(m.Blocks, "|"+string(rule))
+}
+
+// rootFor waits until Slack got the root message of an incident of rule, in the routed channel.
+func rootFor(t *testing.T, srv *fakeSlack, rule syncmedic.RuleID) slackMessage {
+	t.Helper()
+	var root slackMessage
+	require.Eventually(t, func() bool {
+		for _, m := range srv.roots() {
+			if isRootOf(m, rule) {
+				root = m
+				return true
+			}
+		}
+		return false
+	}, announceWithin, tick, "an incident of %s is announced (received: %s)", rule, srv.summary())
+	require.Equal(t, routedChannel, root.Channel, "the policy's route picks the channel")
+	return root
+}
+
+// rootRules lists the rule of each incident, in order.
+func rootRules(srv *fakeSlack) string {
+	var out []string
+	for _, m := range srv.roots() {
+		for _, rule := range []syncmedic.RuleID{syncmedic.RuleHookImmutable, syncmedic.RuleHookFinalizerStuck, syncmedic.RuleHookNotDeleted,
+			syncmedic.RuleHookCompletionMissed, syncmedic.RuleOperationStuck} {
+			if isRootOf(m, rule) {
+				out = append(out, string(rule))
+				break
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// indexOf is the position of the first message whose text is text, in the order Slack received them (-1: none).
+func indexOf(srv *fakeSlack, text string) int {
+	for i, m := range srv.all() {
+		if m.Text == text {
+			return i
+		}
+	}
+	return -1
+}
+
 // remediesApplied returns the thread replies that announce an applied remedy, across every thread.
 func remediesApplied(srv *fakeSlack) []string {
 	return threadReplies(srv, ":hammer_and_wrench: Applying")

@@ -32,12 +32,12 @@ func dialStack(t *testing.T, stack *testenv.RealArgoCD) *argocd.APIClient {
 	return c
 }
 
-// scanApp evaluates app once through argocd-server, as `syncmedic scan` does, with the hook-finalizer threshold at
-// zero (the other thresholds at their defaults).
+// scanApp evaluates app once through argocd-server, as `syncmedic scan` does, with the hook-finalizer and
+// hook-deletion thresholds at zero (the other thresholds at their defaults).
 func scanApp(t *testing.T, c argocd.Client, app *testenv.RealHookApp) []syncmedic.Finding {
 	t.Helper()
 	th := argocd.DefaultThresholds()
-	th.HookFinalizer = time.Nanosecond
+	th.HookFinalizer, th.HookDeletion = time.Nanosecond, time.Nanosecond
 	fs, problems, err := argocd.Scan(context.Background(), argocd.ScanOptions{Client: c, Selector: app.Selector(), Thresholds: th}, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, problems)
