@@ -56,7 +56,7 @@ type fixRig struct {
 }
 
 // newFixRig serves the API over a real tracker with two open hook incidents (apps checkout and billing).
-func newFixRig(t *testing.T) *fixRig {
+func newFixRig(t testing.TB) *fixRig {
 	t.Helper()
 	p, err := syncmedic.LoadPolicy([]byte(fixPolicy))
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func newFixRig(t *testing.T) *fixRig {
 	return r
 }
 
-func (r *fixRig) post(t *testing.T, id, body string, h http.Header) (*http.Response, []byte) {
+func (r *fixRig) post(t testing.TB, id, body string, h http.Header) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, r.srv.URL+IncidentsPath+"/"+id+FixSuffix, strings.NewReader(body))
 	require.NoError(t, err)

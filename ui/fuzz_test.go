@@ -65,3 +65,23 @@ func FuzzProxyScope(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFixRequest: any body posted to an incident's fix is answered with a status the API documents, never a panic,
+// and nothing is ever applied without the confirm of the plan just given.
+func FuzzFixRequest(f *testing.F) {
+	for _, s := range []string{"", "{}", `{"confirm": ""}`, `{"confirm": "sha256:0"}`, `{"confirm": 1}`, "null", "[]", `{"confirm": "x", "extra": [1, 2]}`, "{", "\x00"} {
+		f.Add(s)
+	}
+	r := newFixRig(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		res, out := r.post(t, r.checkout, body, bearer(apiToken))
+		switch res.StatusCode {
+		case http.StatusOK, http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %q: %s", res.StatusCode, body, out)
+		}
+		if r.rem.realCalls() != 0 {
+			t.Fatalf("a fix was applied without the plan's confirm (body %q)", body)
+		}
+	})
+}

@@ -36,3 +36,13 @@ export function age(iso, now) {
   if (s < 172800) return Math.floor(s / 3600) + 'h' + (Math.floor(s / 60) % 60 ? ' ' + (Math.floor(s / 60) % 60) + ' min' : '');
   return Math.floor(s / 86400) + 'd';
 }
+
+// requestFix asks for the plan of an incident's fix (confirm empty: a dry-run) or applies the reviewed plan. It
+// resolves to {status, body}: 200 with kind FixPlan or FixResult, or a refusal {error, reason, plan?}.
+export function requestFix(app, id, confirm) {
+  const headers = Object.assign({ 'Content-Type': 'application/json' }, appHeaders(app));
+  return fetch(api + '/' + encodeURIComponent(id) + '/fix', {
+    method: 'POST', headers, credentials: 'same-origin', cache: 'no-store',
+    body: JSON.stringify(confirm ? { confirm } : {}),
+  }).then((res) => res.json().then((body) => ({ status: res.status, body }), () => ({ status: res.status, body: { error: 'HTTP ' + res.status } })));
+}

@@ -1,5 +1,5 @@
 // The extension's views, drawn with the host's React (no JSX, no other dependency).
-import { age } from './api.js';
+import { age, requestFix } from './api.js';
 
 const React = window.React;
 const h = React.createElement;
@@ -18,6 +18,41 @@ function objectName(o) {
   return o.kind + '/' + (o.namespace ? o.namespace + '/' : '') + o.name;
 }
 
+const button = { marginRight: 8, padding: '3px 12px', borderRadius: 4, border: '1px solid #0dadea', background: '#fff', cursor: 'pointer' };
+const primary = Object.assign({}, button, { background: '#0dadea', color: '#fff' });
+
+// FixBox offers the incident's fix where the policy's fixBy lets the user apply it: the plan first (a dry-run that
+// changes nothing), then "Apply this fix" on the reviewed plan.
+function FixBox(props) {
+  const inc = props.incident;
+  const [s, setS] = React.useState({});
+  if (!inc.fix || inc.state === 'resolved') return null;
+  if (!inc.fix.allowed) return h('div', { className: 'syncmedic-fix-denied', style: { color: '#6d7f8b', marginTop: 6 } }, 'Fix on demand: ' + inc.fix.reason);
+  const ask = (confirm) => {
+    setS((prev) => Object.assign({}, prev, { busy: true, error: '' }));
+    requestFix(props.application, inc.id, confirm)
+      .then((r) => {
+        if (r.status === 200 && r.body.kind === 'FixPlan') setS({ plan: r.body });
+        else if (r.status === 200) setS({ result: r.body });
+        else if (r.status === 409 && r.body.plan) setS({ plan: r.body.plan, error: r.body.error });
+        else setS({ error: 'Refused (' + r.status + '): ' + (r.body.error || 'unknown error') });
+      })
+      .catch((err) => setS({ error: 'The fix request failed: ' + err.message }))
+      .then(() => props.onChange && props.onChange());
+  };
+  return h('div', { className: 'syncmedic-fix', style: { marginTop: 8, padding: '8px 10px', border: '1px dashed #dee6eb', borderRadius: 4 } },
+    s.plan ? [
+      h('div', { key: 't' }, 'syncmedic will apply ' + s.plan.action + ':'),
+      h('ul', { key: 's', className: 'syncmedic-fix-steps', style: mono }, s.plan.steps.map((x, i) => h('li', { key: i }, x))),
+      s.plan.warnings.map((w, i) => h('div', { key: 'w' + i, className: 'syncmedic-fix-warning', style: { color: '#8a5a00', background: '#fff6dc', padding: '4px 8px', borderRadius: 4, margin: '4px 0' } }, w)),
+      h('button', { key: 'c', className: 'syncmedic-fix-confirm', style: primary, disabled: !!s.busy, onClick: () => ask(s.plan.confirm) }, 'Apply this fix'),
+      h('button', { key: 'x', className: 'syncmedic-fix-cancel', style: button, disabled: !!s.busy, onClick: () => setS({}) }, 'Cancel'),
+    ] : h('button', { className: 'syncmedic-fix-plan', style: button, disabled: !!s.busy, onClick: () => ask('') }, 'Fix…'),
+    s.result ? h('div', { className: 'syncmedic-fix-result', style: { color: '#18be94', marginTop: 6 } },
+      s.result.action + ': ' + s.result.result + (s.result.changed ? ' (changed)' : ' (nothing to change)') + (s.result.error ? ' — ' + s.result.error : '')) : null,
+    s.error ? h('div', { className: 'syncmedic-fix-error', style: { color: '#e96d76', marginTop: 6 } }, s.error) : null);
+}
+
 function Incident(props) {
   const inc = props.incident;
   return h('div', { className: 'syncmedic-incident', style: { border: '1px solid #dee6eb', borderLeft: '4px solid ' + (colors[inc.state] || '#6d7f8b'), borderRadius: 4, padding: '10px 14px', marginBottom: 12, background: '#fff' } },
@@ -32,6 +67,7 @@ function Incident(props) {
     h('div', null, inc.remedy.description || 'No automatic remedy: see the evidence.'),
     inc.remedy.action ? h('div', { style: { color: '#6d7f8b' } }, 'action ' + inc.remedy.action + (inc.auto ? ' — syncmedic applies it automatically' : ' — not automatic under the policy') + (inc.remedy.rerunsHooks ? '; re-runs every hook' : '')) : null,
     inc.remedy.commands.map((c, i) => h('pre', { key: i, style: pre }, c)),
+    h(FixBox, { incident: inc, application: props.application, onChange: props.onChange }),
     inc.attempts.length ? h('div', { style: section }, 'Attempts') : null,
     inc.attempts.length ? h('table', null, h('tbody', null, inc.attempts.map((a, i) => h('tr', { key: i },
       h('th', { style: th }, new Date(a.at).toLocaleString()),
@@ -49,7 +85,7 @@ export function IncidentList(props) {
   return h('div', { className: 'syncmedic', style: { padding: '8px 0' } },
     s.error ? h(Message, null, 'syncmedic: ' + s.error) : null,
     !s.error && props.items.length === 0 ? h(Message, null, 'syncmedic has no incident here.') : null,
-    props.items.map((inc) => h(Incident, { key: inc.id, incident: inc })));
+    props.items.map((inc) => h(Incident, { key: inc.id, incident: inc, application: props.application, onChange: props.onChange })));
 }
 
 // StatusPanel is the entry in the application's status panel: the worst open incident, or none.

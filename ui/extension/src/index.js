@@ -12,6 +12,7 @@ const pollMillis = 10000;
 // useIncidents polls the incident API for the application's incidents (open and recently resolved).
 function useIncidents(application) {
   const [state, setState] = React.useState({ loading: true, items: [], error: '' });
+  const [tick, setTick] = React.useState(0);
   const key = application && application.metadata ? application.metadata.namespace + ':' + application.metadata.name : '';
   React.useEffect(() => {
     let stopped = false;
@@ -28,13 +29,14 @@ function useIncidents(application) {
     };
     load();
     return () => { stopped = true; clearTimeout(timer); };
-  }, [key]);
-  return state;
+  }, [key, tick]);
+  // reload reads the incidents again at once (after a fix).
+  return Object.assign({}, state, { reload: () => setTick((n) => n + 1) });
 }
 
 function AppTab(props) {
   const s = useIncidents(props.application);
-  return h(IncidentList, { state: s, items: s.items });
+  return h(IncidentList, { state: s, items: s.items, application: props.application, onChange: s.reload });
 }
 
 // ResourceTab shows the incidents about one resource; on the Application itself (Argo CD's application tab is the
@@ -42,7 +44,7 @@ function AppTab(props) {
 function ResourceTab(props) {
   const s = useIncidents(props.application);
   const items = isApplication(props.resource, props.application) ? s.items : incidentsOf(s.items, props.resource);
-  return h(IncidentList, { state: s, items: items });
+  return h(IncidentList, { state: s, items: items, application: props.application, onChange: s.reload });
 }
 
 function Panel(props) {
@@ -52,7 +54,7 @@ function Panel(props) {
 
 function PanelFlyout(props) {
   const s = useIncidents(props.application);
-  return h(Flyout, { state: s, items: s.items });
+  return h(Flyout, { state: s, items: s.items, application: props.application, onChange: s.reload });
 }
 
 const ext = window.extensionsAPI;
