@@ -133,6 +133,11 @@ func waitFinding(t *testing.T, rec *recorder, subject string, rule syncmedic.Rul
 // playController stands in for the application controller, which the tests do not run: when an operation of
 // appName turns Terminating (what TerminateOperation writes), it calls before() and then completes the operation
 // as Failed "Operation terminated", clearing .operation, as the controller's terminate path does.
+//
+// hand-written state: the operation Failed "Operation terminated" after a TerminateOperation, on the in-process
+// argocd-server, which runs no application-controller (these tests prove the remedies through argocd-server's API,
+// with its streams cut). The real v2.14.21 controller terminates a lost-hook sync for the same remedy in
+// internal/conformance/argo TestFastHookJobWithTTLZero and TestSyncWindowHoldsTheTerminateOfALostHook.
 func playController(t *testing.T, argo *testenv.ArgoCDServer, appName string, before func()) {
 	apps, err := appclientset.NewForConfig(argo.Env.Config)
 	require.NoError(t, err)

@@ -53,6 +53,10 @@ func waitingOp(msg string, hookPhase synccommon.OperationPhase, ns string) *v1al
 
 // stuckHook creates the application and a hook Job held by the finalizer and deleted (stuck terminating), then
 // writes op as the application's operation state.
+//
+// hand-written state: the resource tree and op, on the in-process argocd-server, which runs no
+// application-controller: TestLiveScenarios is about how the watch reads argocd-server's stream and how the remedies
+// go through its API. Each scenario names the real-controller test that produces its state.
 func stuckHook(t *testing.T, argo *testenv.ArgoCDServer, app string, op func(ns string) *v1alpha1.OperationState) (string, string, time.Time) {
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(app, ns))
@@ -69,6 +73,8 @@ var scenarios = []scenario{
 		name: "a hook Job held by the finalizer v2.14.3 added while the sync waits for its deletion",
 		rule: syncmedic.RuleHookFinalizerStuck, jobDeleted: true, refusedFor: "applications, update",
 		build: func(t *testing.T, argo *testenv.ArgoCDServer, app string) (string, string, time.Time) {
+			// hand-written state: see stuckHook. The real v2.14.21 controller waits on such a hook in
+			// internal/conformance/argo TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved.
 			return stuckHook(t, argo, app, func(ns string) *v1alpha1.OperationState {
 				return waitingOp("waiting for deletion of batch/Job/migrate", synccommon.OperationRunning, ns)
 			})
@@ -78,6 +84,9 @@ var scenarios = []scenario{
 		name: "a hook Job a v3 controller deleted after a successful sync but whose finalizer it leaked",
 		rule: syncmedic.RuleHookFinalizerStuck, jobDeleted: true, refusedFor: "applications, update",
 		build: func(t *testing.T, argo *testenv.ArgoCDServer, app string) (string, string, time.Time) {
+			// hand-written state: see stuckHook. v3.0.12 really leaks the finalizer after a failed wave
+			// (internal/conformance/argo TestHookFinalizerLeakedByAFailedWave); no controller here leaks it after a
+			// successful sync, the shape of argo-cd #24187 this scenario keeps.
 			return stuckHook(t, argo, app, func(ns string) *v1alpha1.OperationState {
 				op := waitingOp("successfully synced (all tasks run)", synccommon.OperationSucceeded, ns)
 				finished := op.StartedAt // the controller deletes the hook once the operation finished
@@ -90,6 +99,8 @@ var scenarios = []scenario{
 		name: "a sync still waiting for a hook Job that already completed (the fast-Job race)",
 		rule: syncmedic.RuleHookCompletionMissed, resynced: true, terminates: true, refusedFor: "applications, sync",
 		build: func(t *testing.T, argo *testenv.ArgoCDServer, app string) (string, string, time.Time) {
+			// hand-written state: see testenv.ScenarioHookCompletionMissed; real on v2.14.21 in
+			// internal/conformance/argo TestFastHookJobWithTTLZero.
 			s := testenv.ScenarioHookCompletionMissed(t, argo, app, 0)
 			// The threshold counts from when the hook finished (the resource tree lags the controller).
 			since := s.App.Status.OperationState.StartedAt.Time
@@ -105,6 +116,9 @@ var scenarios = []scenario{
 		name: "a failed sync whose hook cannot be replaced because the old one is held by the finalizer",
 		rule: syncmedic.RuleHookImmutable, jobDeleted: true, resynced: true, refusedFor: "applications, update",
 		build: func(t *testing.T, argo *testenv.ArgoCDServer, app string) (string, string, time.Time) {
+			// hand-written state: see stuckHook. The real controllers fail on an immutable hook in
+			// internal/conformance/argo TestImmutableHookTemplateChange, and on one also held by a leftover
+			// finalizer in TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy.
 			ns, job, _ := stuckHook(t, argo, app, func(ns string) *v1alpha1.OperationState {
 				msg := `one or more objects failed to apply, reason: Job.batch "migrate" is invalid: spec.template: Invalid value: core.PodTemplateSpec{}: field is immutable`
 				op := waitingOp(msg, synccommon.OperationFailed, ns)
@@ -124,9 +138,14 @@ var scenarios = []scenario{
 		build: func(t *testing.T, argo *testenv.ArgoCDServer, app string) (string, string, time.Time) {
 			ns := argo.Env.Namespace(t)
 			argo.CreateApplication(t, argo.NewApplication(app, ns))
+			// hand-written state: an empty tree and an operation Running with no change past the threshold, on
+			// the in-process argocd-server, which runs no application-controller (see stuckHook). A real
+			// operation left Running (internal/conformance/argo TestSyncRunningItsHookIsNotStuck) is a near miss
+			// there: operation-stuck keeps its 30 min default, which no test waits for.
 			argo.SetResources(t, app) // the controller caches a tree for every app; this one is empty
 			op := waitingOp("waiting for healthy state of apps/Deployment/web", "", ns)
 			op.SyncResult = nil
+			// hand-written state: the Running operation, as above.
 			a := argo.SetOperationState(t, app, op)
 			return "", "", a.Status.OperationState.StartedAt.Add(thresholds.OperationStuck)
 		},
@@ -152,6 +171,9 @@ func TestLiveScenarios(t *testing.T) {
 			op := waitingOp("successfully synced (all tasks run)", "", ns)
 			op.SyncResult.Resources = nil
 			op.Phase, op.FinishedAt = synccommon.OperationSucceeded, &finished
+			// hand-written state: a Succeeded sync, as every real-controller test's sync ends; written here
+			// because the in-process argocd-server runs no application-controller and the test counts the API
+			// calls the watch makes for healthy applications.
 			argo.SetOperationState(t, name, op)
 		}
 		require.Eventually(t, func() bool {
@@ -213,6 +235,7 @@ func TestLiveScenarios(t *testing.T) {
 				require.NoError(t, err)
 				ops := argo.CountOperations(t, appName)
 				remedyProxy := testenv.NewProxy(t, argo.Addr)
+				// hand-written state: see playController.
 				playController(t, argo, appName, func() { remedyProxy.Cut(); watchProxy.Cut() })
 				c := dial(t, remedyProxy.Addr(), admin)
 				var out syncmedic.Outcome

@@ -26,6 +26,10 @@ const keepFinalizer = "example.com/keep"
 
 // heldHook creates app's PreSync hook Job carrying finalizers, deletes it (so it is stuck terminating) and records
 // it as the application's resource, as the controller's cache would.
+//
+// hand-written state: the resource tree, on the in-process argocd-server, which runs no application-controller:
+// the tests are about the finalizer patch argocd-server applies. The real controllers hold such a hook in
+// internal/conformance/argo TestRemovingAHookFinalizerFollowsAFinalizerListThatMoved.
 func heldHook(t *testing.T, argo *testenv.ArgoCDServer, app, ns string, finalizers ...string) *batchv1.Job {
 	ctx := context.Background()
 	job := &batchv1.Job{
@@ -108,6 +112,7 @@ func TestFinalizerPatchReadsTheObjectAgainWhenItsTestFails(t *testing.T) {
 			app := "held-" + string(rune('a'+i))
 			ns := env.Namespace(t)
 			argo.CreateApplication(t, argo.NewApplication(app, ns))
+			// hand-written state: see heldHook.
 			job := heldHook(t, argo, app, ns, keepFinalizer, argocd.HookFinalizer)
 			f := finalizerFinding(t, argo, app, job)
 			require.Contains(t, f.Remedy.Params[argocd.ParamPatch], "/metadata/finalizers/1")
@@ -157,9 +162,10 @@ func TestTerminateIsNotAttemptedWhileASyncWindowBlocksTheResync(t *testing.T) {
 	ns := env.Namespace(t)
 	app := "windowed"
 	argo.CreateApplication(t, argo.NewApplication(app, ns))
+	// hand-written state: an empty tree and an operation Running, waiting for a hook. The in-process harness runs no
+	// application-controller, so they are written as the controller writes them; the real v2.14.21 controller loses
+	// a hook under a deny window in internal/conformance/argo TestSyncWindowHoldsTheTerminateOfALostHook.
 	argo.SetResources(t, app)
-	// The in-process harness runs no application-controller, so the running operation is written as the controller
-	// writes it; the real-controller suite (internal/conformance/argo) covers the operations themselves.
 	op := waitingOp("waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning, ns)
 	argo.SetOperationState(t, app, op)
 	a, err := getApp(argo, app)

@@ -79,6 +79,11 @@ func createRelease(t *testing.T, env *testenv.Env, ns, name string, dependsOn ..
 }
 
 // setStatus writes status through the status subresource, as helm-controller does.
+//
+// hand-written state: the flux package's end-to-end tests run a bare apiserver with Flux's CRDs and no
+// helm-controller (what they prove is how the watcher, receiver and remedies read and write HelmReleases through
+// the apiserver), so every status they need is written here; each caller says which and why no controller gives it.
+// The real helm-controller's states are proven in internal/conformance/flux.
 func setStatus(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease, mutate func(*helmv2.HelmRelease)) {
 	t.Helper()
 	ctx := context.Background()
@@ -104,6 +109,12 @@ func condition(typ, status, reason, msg string, at time.Time) metav1.Condition {
 
 // scenarioStaleStatus: a release whose status an old (pre-v2beta2) helm-controller wrote, with a new generation
 // never observed.
+//
+// hand-written state: the pre-v2beta2 status (no status.history, the old message) is written only by
+// helm-controller ≤ v0.36, which does not download here (v0.37.2 already writes the v2beta2 status:
+// internal/conformance/flux TestFluxUpgradeFromV037InheritsTheOldStatus), and Ready since readySince (hours ago).
+// fluxreal.ScenarioPreV2beta2Status writes the same status on a real release for
+// TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
 func scenarioStaleStatus(t *testing.T, env *testenv.Env, ns, name string, readySince time.Time) *helmv2.HelmRelease {
 	hr := createRelease(t, env, ns, name)
 	bumpGeneration(t, env, hr)
@@ -115,6 +126,11 @@ func scenarioStaleStatus(t *testing.T, env *testenv.Env, ns, name string, readyS
 }
 
 // scenarioDependencyNotReady: api waits on postgres, which is Ready at its generation.
+//
+// hand-written state: the seed's DependencyNotReady while the dependency is Ready, held since waitingSince. The
+// real helm-controller holds it only until its next --requeue-dependency re-check (internal/conformance/flux
+// TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck, TestDependencyNotReadyTakesTheWholeFluxPath: a dependency
+// that failed, then recovered); these tests need it held past a threshold, and there is no controller here.
 func scenarioDependencyNotReady(t *testing.T, env *testenv.Env, ns string, waitingSince time.Time) (api, postgres *helmv2.HelmRelease) {
 	postgres = createRelease(t, env, ns, "postgres")
 	setStatus(t, env, postgres, func(hr *helmv2.HelmRelease) {
@@ -134,6 +150,10 @@ func scenarioDependencyNotReady(t *testing.T, env *testenv.Env, ns string, waiti
 }
 
 // scenarioRetriesExhausted: a release stalled after its upgrade retries ran out.
+//
+// hand-written state: Stalled RetriesExceeded an hour ago, on an apiserver with no helm-controller; the real
+// helm-controller v1.4.3 produces it (from install failures) in internal/conformance/flux
+// TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease.
 func scenarioRetriesExhausted(t *testing.T, env *testenv.Env, ns, name string) *helmv2.HelmRelease {
 	hr := createRelease(t, env, ns, name)
 	setStatus(t, env, hr, func(hr *helmv2.HelmRelease) {

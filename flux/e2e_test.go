@@ -43,6 +43,8 @@ func startWatcher(t *testing.T, env *testenv.Env, th flux.Thresholds, namespaces
 func TestWatcherDetectsEachFluxScenarioOnTheAPIServer(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
+	// hand-written state: see scenarioStaleStatus, scenarioDependencyNotReady and scenarioRetriesExhausted — the
+	// three seed states on an apiserver with no helm-controller, two of them held for hours.
 	stale := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	api, postgres := scenarioDependencyNotReady(t, env, ns, time.Now().Add(-time.Hour))
 	stalled := scenarioRetriesExhausted(t, env, ns, "cache")
@@ -68,6 +70,8 @@ func TestWatcherDetectsEachFluxScenarioOnTheAPIServer(t *testing.T) {
 	}
 
 	t.Run("a dependency that stops being Ready clears the false DependencyNotReady finding", func(t *testing.T) {
+		// hand-written state: the dependency's upgrade failing, so its dependent's DependencyNotReady becomes true;
+		// there is no helm-controller here (the real one fails a dependency in TestDependencyNotReadyTakesTheWholeFluxPath).
 		setStatus(t, env, postgres, func(hr *helmv2.HelmRelease) {
 			hr.Status.Conditions = []metav1.Condition{condition(meta.ReadyCondition, "False", helmv2.UpgradeFailedReason, "upgrade failed", time.Now())}
 		})
@@ -90,6 +94,8 @@ func TestWatcherReportsAFindingWhenItsThresholdPassesWithoutAnyChange(t *testing
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
 	th := flux.Thresholds{StaleStatus: time.Hour, DependencyNotReady: 3 * time.Second}
+	// hand-written state: see scenarioDependencyNotReady (held unchanged past the threshold, which the real
+	// controller's --requeue-dependency re-check would not allow).
 	api, _ := scenarioDependencyNotReady(t, env, ns, time.Now())
 	_, sink := startWatcher(t, env, th, ns)
 	subject := flux.ReleaseSubject(ns, api.Name)
@@ -121,11 +127,15 @@ func TestWatcherReportsAHelmReleaseCRDThatStillStoresV2beta1(t *testing.T) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: flux.CRDName}, crd))
 	original := append([]string(nil), crd.Status.StoredVersions...)
+	// hand-written state: the CRD's status.storedVersions still listing v2beta1, as on a cluster that once stored
+	// v2beta1 objects: this apiserver's CRD never stored one, and only a Flux < 2.2 install would. The real upgrade from
+	// v0.37.2 records its storedVersions in internal/conformance/flux TestFluxUpgradeFromV037InheritsTheOldStatus.
 	crd.Status.StoredVersions = []string{"v2beta1", "v2"}
 	require.NoError(t, env.Client.Status().Update(ctx, crd))
 	t.Cleanup(func() {
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: flux.CRDName}, crd))
 		crd.Status.StoredVersions = original
+		// hand-written state: the storedVersions this apiserver had before the test, put back.
 		require.NoError(t, env.Client.Status().Update(ctx, crd))
 	})
 	_, sink := startWatcher(t, env, flux.DefaultThresholds(), env.Namespace(t))
@@ -156,6 +166,7 @@ func TestWatcherAdvisesOnTheHelmControllerVersionItFinds(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "ghcr.io/fluxcd/helm-controller:v0.36.2"}}}}}}
 	require.NoError(t, env.Client.Create(context.Background(), deploy))
+	// hand-written state: see scenarioStaleStatus (a pre-v2beta2 status no downloadable helm-controller writes).
 	stale := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 
 	w, err := flux.NewWatcher(flux.WatcherOptions{Config: env.Config, Namespaces: []string{ns},

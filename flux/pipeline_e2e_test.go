@@ -35,6 +35,7 @@ func startPipeline(t *testing.T, env *testenv.Env, ns, policyYAML string) (*flux
 func TestPipelineInDryRunChangesNothing(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
+	// hand-written state: see scenarioStaleStatus (a pre-v2beta2 status no downloadable helm-controller writes).
 	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	_, tracker := startPipeline(t, env, ns, "resolveAfter: 3\n") // the default: notify every rule, act on none
 
@@ -56,6 +57,7 @@ func TestPipelineInDryRunChangesNothing(t *testing.T) {
 func TestPipelineWithRemediesAllowedWritesTheFluxCLIRequestsOnce(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
+	// hand-written state: see scenarioStaleStatus (a pre-v2beta2 status no downloadable helm-controller writes).
 	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	w, _ := startPipeline(t, env, ns, `
 rules:
@@ -82,6 +84,8 @@ rules:
 		return reconcileAnnotations(t, env, hr)[meta.ReconcileRequestAnnotation] != first
 	}, 2*time.Second, 100*time.Millisecond, "a second request while the first is unhandled")
 
+	// hand-written state: see handleRequest (a request handled with the status left stale, which the real
+	// helm-controller never leaves).
 	handleRequest(t, env, hr) // helm-controller handled it, but the status stays stale
 	var got map[string]string
 	require.Eventually(t, func() bool {

@@ -34,6 +34,9 @@ func reconcileAnnotations(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease
 // it upgrades the release and rewrites the status within seconds), and the v2beta1-era controllers that wrote such a
 // status (helm-controller ≤ v0.36) do not download here; so only a hand-written status reaches the escalation to
 // forceAt tested below.
+//
+// hand-written state: status.lastHandledReconcileAt (and ForceAt, ResetAt) set with the rest of the status left
+// stale, for the reason above.
 func handleRequest(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) {
 	t.Helper()
 	setStatus(t, env, hr, func(live *helmv2.HelmRelease) {
@@ -69,6 +72,7 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 	r.Now = func() time.Time { return clock }
 	ts := clock.Format(time.RFC3339Nano)
 
+	// hand-written state: see scenarioStaleStatus (a pre-v2beta2 status no downloadable helm-controller writes).
 	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	f := findingFor(t, env, hr, syncmedic.RuleHelmReleaseStaleStatus)
 
@@ -100,6 +104,7 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 	})
 
 	t.Run("once handled with the status still stale it escalates to forceAt equal to requestedAt", func(t *testing.T) {
+		// hand-written state: see handleRequest.
 		handleRequest(t, env, hr)
 		clock = clock.Add(time.Minute)
 		ts2 := clock.Format(time.RFC3339Nano)
@@ -115,6 +120,7 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 	})
 
 	t.Run("a handled forced request that did not help is left to a person", func(t *testing.T) {
+		// hand-written state: see handleRequest.
 		handleRequest(t, env, hr)
 		before := reconcileAnnotations(t, env, hr)
 		_, err := r.Remediate(ctx, f, false)
@@ -124,6 +130,10 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 	})
 
 	t.Run("a release whose status was rewritten needs nothing", func(t *testing.T) {
+		// hand-written state: the stale status caught up with the generation, nothing else changed. A real
+		// controller rewrites the whole status when it does this (internal/conformance/flux
+		// TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest); here only observedGeneration is
+		// the point, and there is no helm-controller.
 		setStatus(t, env, hr, func(live *helmv2.HelmRelease) { live.Status.ObservedGeneration = live.Generation })
 		before := reconcileAnnotations(t, env, hr)
 		out, err := r.Remediate(ctx, f, false)
@@ -137,6 +147,7 @@ func TestResetRequestIsWrittenLikeFluxReconcileReset(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
+	// hand-written state: see scenarioRetriesExhausted (real in TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease).
 	hr := scenarioRetriesExhausted(t, env, ns, "cache")
 	f := findingFor(t, env, hr, syncmedic.RuleRetriesExhausted)
 	r := flux.NewReconcileRequester(env.Client)

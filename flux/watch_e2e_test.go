@@ -47,6 +47,10 @@ func TestWatcherReadsHelmReleasesOnAClusterServingOnlyV2beta2(t *testing.T) {
 			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		status["observedGeneration"] = int64(1)
+		// hand-written state: each release's status as helm-controller v0.37 (v2beta2) or v0.36 (v2beta1) wrote it,
+		// on a private apiserver serving only Flux 2.2's CRDs, with no helm-controller: the test is about reading
+		// through v2beta2. The real v0.37.2 runs against v2beta2 in internal/conformance/flux
+		// TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck; v0.36 does not download.
 		obj.Object["status"] = status
 		_, err = hrs.UpdateStatus(context.Background(), obj, metav1.UpdateOptions{})
 		require.NoError(t, err)

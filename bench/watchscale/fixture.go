@@ -41,6 +41,12 @@ const appNamespace = "argocd"
 // newFixture builds n applications (every stuckEvery-th stuck, every hookedEvery-th of the others hooked) and
 // updates burst events: each a new version of application i % n, as the application controller writes them on a
 // refresh (reconciledAt, observedAt and, every 10th, a fresh sync of a new revision).
+//
+// hand-written state: every Application's status and operation state (Succeeded, or Running for an hour waiting on
+// a hook that completed), served by the benchmark's own argocd-server stand-in and never written to an apiserver:
+// the benchmark measures the watch at 10,000 applications, which no application-controller could sync on a test
+// machine. The real controllers' versions of the stuck state are in internal/conformance/argo
+// (TestFastHookJobWithTTLZero, TestHookFinalizerLeakedByAFailedWave).
 func newFixture(n, updates, stuckEvery, hookedEvery int, now time.Time) *fixture {
 	fx := &fixture{kinds: map[string]appKind{}}
 	for i := range n {

@@ -23,6 +23,12 @@ import (
 // leakedHook puts the stuck-hook-finalizer seed incident into the real apiserver and Argo CD: application appName
 // finished a sync that ran a PreSync hook Job, and the Job, deleted afterwards, is held by
 // argocd.argoproj.io/hook-finalizer (as a v3 controller leaks it, or as v2.14.3 left it) with nobody to remove it.
+//
+// hand-written state: the resource tree and a Succeeded operation, on the in-process argocd-server, which runs no
+// application-controller: the tests that use it prove the CLI and serve (scan, fix, preflight, the Fix button)
+// through argocd-server's API and RBAC. The real v3.0.12 controller leaks the hook finalizer after a failed wave in
+// internal/conformance/argo TestHookFinalizerLeakedByAFailedWave; no controller here leaks it after a successful
+// sync, the shape of argo-cd #24187 kept here.
 func leakedHook(t *testing.T, argo *testenv.ArgoCDServer, appName string) *batchv1.Job {
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(appName, ns))
@@ -99,6 +105,7 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 			"--hook-finalizer-threshold", "1ms"}
 	}
 	const appName = "shop"
+	// hand-written state: see leakedHook.
 	job := leakedHook(t, argo, appName)
 
 	var f syncmedic.Finding

@@ -32,6 +32,7 @@ func TestLiveScanRefusedWithoutGetPermission(t *testing.T) {
 		return append([]string{"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", tokenFile,
 			"--hook-finalizer-threshold", "1ms"}, extra...)
 	}
+	// hand-written state: see leakedHook.
 	leakedHook(t, argo, "hidden")
 
 	t.Run("an account that may get applications finds the stuck hook", func(t *testing.T) {

@@ -35,8 +35,8 @@ func TestFixButtonsInChromium(t *testing.T) {
 		Accounts: []string{"syncmedic"},
 		Policy:   []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow", "g, syncmedic, role:syncmedic"},
 	})
-	// The in-process argocd-server has no application-controller: leakedHook writes the finished operation and the
-	// hook it leaked. The fix itself goes through argocd-server for real.
+	// hand-written state: see leakedHook. The in-process argocd-server has no application-controller: leakedHook
+	// writes the finished operation and the hook it leaked. The fix itself goes through argocd-server for real.
 	pageJob := leakedHook(t, argo, "page-checkout")
 	extJob := leakedHook(t, argo, "ext-checkout")
 	serve := startFixServe(t, env, argo, browserFixPolicy, freeAddr(t), "api-token-for-the-browser-fix-test")

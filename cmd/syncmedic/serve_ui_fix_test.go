@@ -114,8 +114,8 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		ProxyExtension: true,
 		Secrets:        map[string]string{"syncmedic.api.authorization": "Bearer " + token},
 	})
-	// The in-process argocd-server has no application-controller: the finished operation and the hook it leaked
-	// are written as leakedHook says. What this test proves is the path of a person's fix, which is all real.
+	// hand-written state: see leakedHook. The in-process argocd-server has no application-controller: the
+	// finished operation and the hook it leaked are written as leakedHook says. What this test proves is the path of a person's fix, which is all real.
 	job := leakedHook(t, argo, checkout)
 	ns := job.Namespace
 

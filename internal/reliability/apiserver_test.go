@@ -83,6 +83,8 @@ func TestApiserverOutageLosesNoFinding(t *testing.T) {
 	}
 	before := stuckJob(nsA, "before")
 	fixed := stuckJob(nsA, "fixed-during-outage")
+	// hand-written state: see testenv.ScenarioHelmReleaseOldStatus (a v2beta1-era status no downloadable
+	// helm-controller writes). This test is about the apiserver going away under the watcher, not the controller.
 	testenv.ScenarioHelmReleaseOldStatus(t, env, nsA, "before", "v2beta1")
 	eventually(t, 30*time.Second, func() (bool, string) {
 		for _, w := range []struct {
@@ -98,6 +100,8 @@ func TestApiserverOutageLosesNoFinding(t *testing.T) {
 
 	proxy.Down()
 	stuckJob(nsB, "during")
+	// hand-written state: see testenv.ScenarioHelmReleaseOldStatus, written while syncmedic cannot reach the
+	// apiserver.
 	testenv.ScenarioHelmReleaseOldStatus(t, env, nsB, "during", "v2beta2")
 	require.NoError(t, env.Client.Patch(context.Background(), fixed,
 		client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))))

@@ -22,6 +22,11 @@ import (
 // leakedHook creates, in a fresh destination namespace, application app whose sync succeeded and a hook Job the
 // controller deleted afterwards but whose argocd.argoproj.io/hook-finalizer it leaked (argo-cd #24187): the Job
 // stays terminating. It returns the Job as stored.
+//
+// hand-written state: the resource tree and a Succeeded operation, on the in-process argocd-server, which runs no
+// application-controller: the reliability tests inject faults (kills, failovers, cut streams, Slack outages) around
+// syncmedic, and a real stack would add a minute and its own timing to each. The real v3.0.12 controller leaks the
+// hook finalizer after a failed wave in internal/conformance/argo TestHookFinalizerLeakedByAFailedWave.
 func leakedHook(t *testing.T, argo *testenv.ArgoCDServer, app string) *batchv1.Job {
 	t.Helper()
 	ns := argo.Env.Namespace(t)

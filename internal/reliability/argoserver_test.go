@@ -23,6 +23,10 @@ import (
 // Terminating (what TerminateOperation writes), argocd-server becomes unreachable for syncmedic (outage), the
 // controller completes the termination as Failed "Operation terminated" meanwhile, and after down the server is
 // reachable again (restore) — an argocd-server restart between TerminateOperation and Sync.
+//
+// hand-written state: the operation Failed "Operation terminated", written at the instant of the outage: the fault
+// must fall exactly between TerminateOperation and Sync, which a real controller's timing cannot promise. The real
+// v2.14.21 controller terminates for the same remedy in internal/conformance/argo TestFastHookJobWithTTLZero.
 func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, outage, restore func(), down time.Duration) {
 	t.Helper()
 	apps, err := appclientset.NewForConfig(argo.Env.Config)
@@ -57,9 +61,12 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	env := testenv.Kube(t)
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	proxy := testenv.NewProxy(t, argo.Addr)
+	// hand-written state: see testenv.ScenarioHookCompletionMissed and outageAtTermination: the in-process
+	// argocd-server, restarted mid-remedy, is what this test is about.
 	s := testenv.ScenarioHookCompletionMissed(t, argo, "checkout", 0)
 	effects := argo.CountOperations(t, s.App.Name)
 	restored := make(chan struct{})
+	// hand-written state: see outageAtTermination.
 	outageAtTermination(t, argo, s.App.Name, proxy.Down, func() { proxy.Up(); close(restored) }, 2*time.Second)
 	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n    rerunHooks: true\n")
 	subject := argocd.Subject("", argo.Namespace, s.App.Name)

@@ -41,6 +41,7 @@ func TestLeaderKilledWithNotificationsQueuedTheNewLeaderDeliversThemOnce(t *test
 	first := startDaemon(t, bin, args("replica-a")...)
 	require.Eventually(t, func() bool { return holder() == "replica-a" }, 30*time.Second, 50*time.Millisecond)
 	startDaemon(t, bin, args("replica-b")...)
+	// hand-written state: see leakedHook.
 	job := leakedHook(t, argo, "shop")
 	require.Eventually(t, func() bool { return undelivered(t, store) == 2 && srv.refusedCalls() > 0 }, 30*time.Second, 50*time.Millisecond,
 		"the leader recorded the opening and the dry-run but could not deliver them")

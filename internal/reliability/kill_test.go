@@ -31,6 +31,7 @@ func TestSIGKILLMidIncidentLosesNothingAndRepeatsNothing(t *testing.T) {
 
 	first := startDaemon(t, bin, args...)
 	removals := countFinalizerRemovals(t, env)
+	// hand-written state: see leakedHook.
 	job := leakedHook(t, argo, "shop")
 	require.Eventually(t, func() bool {
 		roots := srv.roots(job.Name)

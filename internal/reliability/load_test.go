@@ -129,6 +129,8 @@ func newHelmRelease(namespace, name string) *helmv2.HelmRelease {
 }
 
 // retriesExhausted writes the status helm-controller leaves when upgrade retries are exhausted.
+//
+// hand-written state: see createLoad.
 func retriesExhausted(hr *helmv2.HelmRelease) {
 	now := metav1.Now()
 	hr.Status.ObservedGeneration, hr.Status.UpgradeFailures = hr.Generation, 3
@@ -155,6 +157,7 @@ func TestLoadFindsEveryStuckObjectAndKeepsMemoryFlat(t *testing.T) {
 	ctx := context.Background()
 
 	start := time.Now()
+	// hand-written state: see createLoad.
 	createLoad(t, argo, ns, apps, releases, every)
 	t.Logf("created %d applications and %d HelmReleases in %s", apps, releases, time.Since(start).Round(time.Millisecond))
 
@@ -224,6 +227,12 @@ func firstN(s sets.Set[string], n int) []string {
 
 // createLoad creates apps Applications and releases HelmReleases (in namespace ns), every every-th one stuck: an
 // operation Running with no change, or retries exhausted.
+//
+// hand-written state: the Applications' operation state and cached trees, and the HelmReleases' Stalled
+// RetriesExceeded status, for 2,000 applications and 1,000 releases at once: no controller could sync or fail that
+// many on a test machine (a real Argo CD stack costs a minute of 2 cores for a handful). The real controllers'
+// versions of these states: internal/conformance/argo TestSyncRunningItsHookIsNotStuck, internal/conformance/flux
+// TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease.
 func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, releases, every int) {
 	t.Helper()
 	ctx, env := context.Background(), argo.Env
@@ -253,6 +262,8 @@ func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, relea
 }
 
 // updateEverything updates every Application and HelmRelease once, as the controllers' periodic reconciliations do.
+//
+// hand-written state: each Application's status.reconciledAt and summary, for the reason createLoad gives.
 func updateEverything(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, releases, round int) {
 	t.Helper()
 	ctx, env := context.Background(), argo.Env

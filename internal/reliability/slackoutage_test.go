@@ -33,6 +33,7 @@ func TestSlackErrorsAndRateLimitsThroughTheDaemonDelayButLoseNothing(t *testing.
 
 	var jobs []*batchv1.Job
 	for i := range 2 {
+		// hand-written state: see leakedHook.
 		jobs = append(jobs, leakedHook(t, argo, fmt.Sprintf("shop-%d", i)))
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {

@@ -19,6 +19,11 @@ import (
 
 // runningOperation creates application app with an operation Running and no change: operation-stuck once the
 // threshold passes.
+//
+// hand-written state: an empty tree and an operation Running with no change, on the in-process argocd-server, which
+// runs no application-controller: the test cuts argocd-server's watch stream, and needs operations that get stuck
+// and recover when it says (finishOperation). A real operation left Running (internal/conformance/argo
+// TestSyncRunningItsHookIsNotStuck) recovers when its hook Pod ends, not on demand.
 func runningOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 	t.Helper()
 	ns := argo.Env.Namespace(t)
@@ -32,6 +37,8 @@ func runningOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 }
 
 // finishOperation completes app's operation successfully, as the controller would once the sync goes through.
+//
+// hand-written state: the operation Succeeded at the moment the test chooses, for the reason runningOperation gives.
 func finishOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 	t.Helper()
 	a := &v1alpha1.Application{}
@@ -86,6 +93,7 @@ rules:
 	removals := countFinalizerRemovals(t, env)
 	var leaked []*batchv1.Job
 	for i := range 3 {
+		// hand-written state: see runningOperation and leakedHook.
 		runningOperation(t, argo, fmt.Sprintf("stuck-%d", i))
 		runningOperation(t, argo, fmt.Sprintf("recovers-%d", i))
 		leaked = append(leaked, leakedHook(t, argo, fmt.Sprintf("fixed-%d", i)))
@@ -101,6 +109,7 @@ rules:
 		return true
 	}, 30*time.Second, 50*time.Millisecond, "the operations that will recover were found stuck first")
 	for i := range 3 {
+		// hand-written state: see finishOperation.
 		finishOperation(t, argo, fmt.Sprintf("recovers-%d", i))
 	}
 

@@ -95,6 +95,11 @@ func (a *ArgoCDServer) UpdateApplication(t testing.TB, name string, mutate func(
 
 // SetOperationState writes the Application's operation state the way the application controller does: a
 // running operation keeps its request in .operation; a completed one (Succeeded, Failed, Error) clears it.
+//
+// hand-written state: for the in-process argocd-server (ArgoCD), which runs no application-controller. Each caller
+// says which operation state it writes and why no controller gives it in that test (usually: the test is about
+// argocd-server's API or watch, or about a fault, and the real controller's version of the state is proven in
+// internal/conformance/argo). Never on a RealArgoCD stack: its controller owns the operation state.
 func (a *ArgoCDServer) SetOperationState(t testing.TB, name string, state *v1alpha1.OperationState) *v1alpha1.Application {
 	t.Helper()
 	return a.UpdateApplication(t, name, func(app *v1alpha1.Application) {
@@ -109,6 +114,9 @@ func (a *ArgoCDServer) SetOperationState(t testing.TB, name string, state *v1alp
 
 // SetResourceTree stores the Application's resource tree in this server's Redis cache with Argo CD's own cache
 // code, as the application controller does; ResourceTree, GetResource and PatchResource read it.
+//
+// hand-written state: the controller's cache, for an argocd-server with no application-controller (see
+// SetOperationState); callers say why.
 func (a *ArgoCDServer) SetResourceTree(t testing.TB, name string, tree *v1alpha1.ApplicationTree) {
 	t.Helper()
 	if err := a.cache.SetAppResourcesTree(name, tree); err != nil {
@@ -117,6 +125,9 @@ func (a *ArgoCDServer) SetResourceTree(t testing.TB, name string, tree *v1alpha1
 }
 
 // SetManagedResources stores the Application's managed resources (live/target diffs) in the cache.
+//
+// hand-written state: the controller's cache, for an argocd-server with no application-controller (see
+// SetOperationState); callers say why.
 func (a *ArgoCDServer) SetManagedResources(t testing.TB, name string, resources []*v1alpha1.ResourceDiff) {
 	t.Helper()
 	if err := a.cache.SetAppManagedResources(name, resources); err != nil {
@@ -127,6 +138,9 @@ func (a *ArgoCDServer) SetManagedResources(t testing.TB, name string, resources 
 // SetResources records live objects (read back from the apiserver, so they carry UIDs) as the Application's
 // resources: the resource tree and managed resources in the cache, and status.resources on the Application.
 // Objects annotated as Argo CD or Helm hooks are marked as hooks.
+//
+// hand-written state: the controller's cache and status.resources, for an argocd-server with no
+// application-controller (see SetOperationState); callers say why.
 func (a *ArgoCDServer) SetResources(t testing.TB, name string, objs ...client.Object) {
 	t.Helper()
 	tree := &v1alpha1.ApplicationTree{}

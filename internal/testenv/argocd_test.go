@@ -40,6 +40,8 @@ func TestArgoCDResourcesAndRBAC(t *testing.T) {
 	ns := env.Namespace(t)
 	job := CreateCompletedJob(t, env, HookJob{Namespace: ns, App: "db"}, false)
 	argo.CreateApplication(t, argo.NewApplication("db", ns))
+	// hand-written state: the app's resource tree, which the in-process argocd-server's RBAC checks read; it runs no
+	// application-controller, and this test is about that server's API.
 	argo.SetResources(t, "db", job)
 	viewer := argo.Applications(t, argo.Token(t, "viewer"))
 	fixer := argo.Applications(t, argo.Token(t, "fixer"))

@@ -24,6 +24,12 @@ func HelmReleaseGVR(version string) schema.GroupVersionResource {
 // old message "Release reconciliation succeeded", Released "Helm upgrade succeeded" with no release or chart named,
 // no status.history. Then it changes the spec, so observedGeneration (1) is behind generation (2), as after an
 // upgrade the new controller never reconciled. It returns the object read back as v2.
+//
+// hand-written state: the status of helm-controller ≤ v0.36 (v2beta1 era), which does not download here (v0.37.2,
+// the oldest that does, already writes the v2beta2 status with status.history: internal/conformance/flux
+// TestFluxUpgradeFromV037InheritsTheOldStatus), on an apiserver with no helm-controller. fluxreal's
+// ScenarioPreV2beta2Status writes the same status on a real release for
+// TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest. Callers say why they need this one.
 func ScenarioHelmReleaseOldStatus(t testing.TB, env *Env, namespace, name, version string) *helmv2.HelmRelease {
 	t.Helper()
 	ctx := context.Background()
@@ -67,6 +73,11 @@ type DependencyNotReady struct {
 // ScenarioDependencyNotReady creates HelmRelease "db" (through v2, Ready=True at its current generation, status
 // written by a current controller) and HelmRelease "app" depending on it (through v2beta2, Ready=False reason
 // DependencyNotReady "dependency 'ns/db' is not ready"). It returns both read back as v2.
+//
+// hand-written state: a dependent still DependencyNotReady while its dependency is Ready, with no helm-controller
+// to re-check it. The real helm-controller holds this only until its next --requeue-dependency re-check
+// (internal/conformance/flux TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck,
+// TestDependencyNotReadyTakesTheWholeFluxPath); callers say why they need it held.
 func ScenarioDependencyNotReady(t testing.TB, env *Env, namespace string) DependencyNotReady {
 	t.Helper()
 	db := createWithStatus(t, env, helmReleaseObject(namespace, "db", "v2", "postgresql", nil), func(created *unstructured.Unstructured, at string) map[string]interface{} {
@@ -104,6 +115,8 @@ func ScenarioDependencyNotReady(t testing.TB, env *Env, namespace string) Depend
 
 // createWithStatus creates obj through its apiVersion, writes status(created, timestamp) through the status
 // subresource at the same version, and returns the object read back as v2.
+//
+// hand-written state: see its callers, ScenarioDependencyNotReady.
 func createWithStatus(t testing.TB, env *Env, obj *unstructured.Unstructured,
 	status func(created *unstructured.Unstructured, at string) map[string]interface{}) *helmv2.HelmRelease {
 	t.Helper()

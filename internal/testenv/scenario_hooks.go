@@ -129,6 +129,12 @@ type HookCompletionMissed struct {
 // ScenarioHookCompletionMissed creates, in a fresh destination namespace, a PreSync hook Job whose status is
 // Complete and an Application whose sync operation (started startedAgo before now) is still Running, waiting for
 // that hook; the Job is in the app's resource tree, so GetResource and PatchResource reach it.
+//
+// hand-written state: the operation Running, waiting for a hook Job that completed, started startedAgo (up to
+// hours) before now, on the in-process argocd-server, which runs no application-controller. The real v2.14.21
+// controller reaches the same state by the fast-Job race in internal/conformance/argo TestFastHookJobWithTTLZero
+// and TestSlowAndFastHookWaveLosesTheFastHookOnV2, but only started seconds ago and at the cost of a real stack;
+// callers say why they need this one.
 func ScenarioHookCompletionMissed(t testing.TB, argo *ArgoCDServer, appName string, startedAgo time.Duration) HookCompletionMissed {
 	t.Helper()
 	ns := argo.Env.Namespace(t)

@@ -52,6 +52,7 @@ func TestScenariosInTheApiserver(t *testing.T) {
 
 	for _, version := range []string{"v2beta1", "v2beta2"} {
 		t.Run("a HelmRelease written through "+version+" keeps its old-format status", func(t *testing.T) {
+			// hand-written state: this test proves ScenarioHelmReleaseOldStatus itself.
 			hr := ScenarioHelmReleaseOldStatus(t, env, env.Namespace(t), "podinfo", version)
 			require.Equal(t, int64(2), hr.Generation)
 			require.Equal(t, int64(1), hr.Status.ObservedGeneration)
@@ -62,6 +63,7 @@ func TestScenariosInTheApiserver(t *testing.T) {
 	}
 
 	t.Run("a HelmRelease says DependencyNotReady while its dependency is Ready", func(t *testing.T) {
+		// hand-written state: this test proves ScenarioDependencyNotReady itself.
 		s := ScenarioDependencyNotReady(t, env, env.Namespace(t))
 		require.True(t, conditions.IsReady(s.Dependency))
 		require.Equal(t, s.Dependency.Generation, s.Dependency.Status.ObservedGeneration)
@@ -73,6 +75,7 @@ func TestScenariosInTheApiserver(t *testing.T) {
 func TestScenarioHookCompletionMissed(t *testing.T) {
 	env := Kube(t)
 	argo := ArgoCD(t, env, ArgoCDOptions{DisableAuth: true})
+	// hand-written state: this test proves ScenarioHookCompletionMissed itself (an operation Running for 2 hours).
 	s := ScenarioHookCompletionMissed(t, argo, "kyverno", 2*time.Hour)
 	apps := argo.Applications(t, "")
 	ctx := context.Background()
@@ -98,7 +101,9 @@ func TestScenarioHookCompletionMissed(t *testing.T) {
 	t.Run("terminate, then sync once the controller finished the operation", func(t *testing.T) {
 		_, err := apps.TerminateOperation(ctx, &applicationpkg.OperationTerminateRequest{Name: ptr.To("kyverno")})
 		require.NoError(t, err)
-		// What the application controller does with a Terminating operation.
+		// hand-written state: what the application controller does with a Terminating operation; the in-process
+		// argocd-server runs none (the real v2.14.21 controller does it in internal/conformance/argo
+		// TestFastHookJobWithTTLZero).
 		state := s.App.Status.OperationState.DeepCopy()
 		state.Phase, state.Message = synccommon.OperationFailed, "Operation terminated"
 		state.FinishedAt = ptr.To(metav1.Now())
