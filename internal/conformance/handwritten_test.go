@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -125,7 +126,7 @@ func TestEveryHandWrittenControllerStateSaysWhy(t *testing.T) {
 	for i, s := range missing {
 		lines[i] = "\t" + s.String()
 	}
-	t.Errorf("%d writes of a controller's state by hand need a %q comment saying which state and why no controller "+
+	require.Failf(t, "writes of a controller's state without a reason", "%d writes of a controller's state by hand need a %q comment saying which state and why no controller "+
 		"reaches it in that test (naming the real-controller test that proves it, if one does), within %d lines above "+
 		"the call or on the enclosing function's doc comment:\n%s", len(missing), "// "+handWrittenMarker, markerReach,
 		strings.Join(lines, "\n"))
@@ -237,13 +238,7 @@ func f() {
 			require.NoError(t, err)
 			var got []string
 			for _, s := range uncommentedWrites(fset, []*ast.File{f}) {
-				got = append(got, strings.TrimPrefix(s.String(), "snippet_test.go:"))
-			}
-			for i := range got {
-				// drop the column: "3:2: x" → "3: x"
-				line, rest, _ := strings.Cut(got[i], ":")
-				_, call, _ := strings.Cut(rest, ": ")
-				got[i] = line + ": " + call
+				got = append(got, fmt.Sprintf("%d: %s", s.pos.Line, s.call))
 			}
 			require.Equal(t, tt.want, got)
 		})
