@@ -1,13 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,11 +58,7 @@ func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func()
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 		}
-		scheme := runtime.NewScheme()
-		if err := helmv2.AddToScheme(scheme); err != nil {
-			return nil, closeAll, err
-		}
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		fluxRems, err := fluxRemediers(cfg)
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 		}
@@ -70,7 +67,7 @@ func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func()
 			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 		}
 		wf := kube.NewWorkflowRemedier(dyn)
-		if err := add(flux.NewReconcileRequester(c).Remediers()); err != nil {
+		if err := add(fluxRems); err != nil {
 			return nil, closeAll, err
 		}
 		if err := add(syncmedic.Remediers{syncmedic.ActionForceFinalizerRemoval: wf}); err != nil {
@@ -78,6 +75,28 @@ func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func()
 		}
 	}
 	return rems, closeAll, nil
+}
+
+// fluxRemediers are the flux/* remedies (reconcile requests) on a client that reads and patches HelmReleases through
+// the newest API version the cluster serves (v2, or v2beta2 on Flux 2.2, or v2beta1), the version serve's watcher
+// writes through. A cluster that serves no HelmRelease API has none: no scan of it can have found a Flux finding.
+func fluxRemediers(cfg *rest.Config) (syncmedic.Remediers, error) {
+	version, err := flux.ServedAPIVersion(cfg)
+	if errors.Is(err, flux.ErrNoHelmReleaseAPI) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := flux.AddReleaseTypes(scheme, version); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return flux.NewReconcileRequester(c).Remediers(), nil
 }
 
 // neededSource says which flag a missing action needs.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,9 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -23,6 +26,10 @@ type liveList struct {
 	gk  schema.GroupKind
 	// name, when set, lists only the object(s) of that name (a field selector), in every namespace.
 	name string
+	// servedVersion, when set, chooses gvr's version when the scan runs: HelmReleases are listed through the newest
+	// API version the cluster serves (flux.ServedAPIVersion: v2, or v2beta2 on Flux 2.2, or v2beta1), and skipped
+	// like an unserved kind when it serves none (flux.ErrNoHelmReleaseAPI).
+	servedVersion func(*rest.Config) (string, error)
 }
 
 // liveLists are the kinds `scan --kubeconfig` reads. Pods are left out on purpose (a cluster has too many, and the
@@ -35,7 +42,7 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}},
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}},
 	{gvr: schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}, gk: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}},
-	{gvr: schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}, gk: schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}},
+	{gvr: schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Resource: "helmreleases"}, gk: schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}, servedVersion: flux.ServedAPIVersion},
 	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, gk: schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, name: "helmreleases.helm.toolkit.fluxcd.io"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "argocd-server"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "helm-controller"},
@@ -57,7 +64,7 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 	}
 	read := new(string)
 	return []findingSource{{name: "cluster " + cfg.Host, read: read, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
-		s, problems, err := listLive(ctx, dyn)
+		s, problems, err := listLive(ctx, cfg, dyn)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -71,22 +78,35 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 }
 
 // listLive reads liveLists into a Snapshot. A kind the cluster does not serve (no Argo Workflows, no Flux) is
-// skipped and named in the problems, so no rule claims its objects are missing; any other error fails the scan.
-func listLive(ctx context.Context, dyn dynamic.Interface) (*snapshot.Snapshot, []string, error) {
+// skipped and named in the problems, so no rule claims its objects are missing and no all-clear hides that they
+// were not read; any other error fails the scan.
+func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*snapshot.Snapshot, []string, error) {
 	s := &snapshot.Snapshot{}
 	var problems []string
 	for _, l := range liveLists {
+		gvr := l.gvr
+		if l.servedVersion != nil {
+			v, err := l.servedVersion(cfg)
+			switch {
+			case errors.Is(err, flux.ErrNoHelmReleaseAPI):
+				problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped: %v", gvr.GroupResource(), err))
+				continue
+			case err != nil:
+				return nil, nil, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
+			}
+			gvr.Version = v
+		}
 		opts := metav1.ListOptions{}
 		if l.name != "" {
 			opts.FieldSelector = "metadata.name=" + l.name
 		}
-		list, err := dyn.Resource(l.gvr).List(ctx, opts)
+		list, err := dyn.Resource(gvr).List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err):
-			problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped", l.gvr.GroupResource()))
+			problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped", gvr.GroupResource()))
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("listing %s: %w", l.gvr.GroupResource(), err)
+			return nil, nil, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 		}
 		s.AddLive(l.gk, list.Items)
 	}
