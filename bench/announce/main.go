@@ -19,6 +19,9 @@ type config struct {
 	version, syncmedicBin             string
 	setupTimeout, announceTimeout     time.Duration
 	verbose                           bool
+	serveLog                          string
+	burst                             bool
+	triggerEvery                      time.Duration
 }
 
 func main() {
@@ -33,6 +36,9 @@ func main() {
 	flag.DurationVar(&c.setupTimeout, "setup-timeout", 45*time.Minute, "how long the healthy applications may take to sync")
 	flag.DurationVar(&c.announceTimeout, "announce-timeout", 3*time.Minute, "how long after the last stuck application's threshold every announcement may take")
 	flag.BoolVar(&c.verbose, "v", false, "print each stuck application's figures")
+	flag.BoolVar(&c.burst, "burst", false, "set the stuck applications up with testenv.ScenarioRealHookHeldByForeignFinalizer, -parallel at a time, creation and stuck sync in one go (their thresholds cross amid the creation of the others), instead of creating them all first and then making one stuck every -trigger-every")
+	flag.DurationVar(&c.triggerEvery, "trigger-every", 500*time.Millisecond, "interval between two stuck syncs (without -burst)")
+	flag.StringVar(&c.serveLog, "serve-log", "", "copy syncmedic serve's log (info level) to this file at the end")
 	flag.Parse()
 	if c.healthy < 0 || c.stuck <= 0 || c.parallel <= 0 || c.workers <= 0 || c.threshold <= 0 {
 		fmt.Fprintln(os.Stderr, "announce: -stuck, -parallel, -workers and -threshold must be positive, -healthy not negative")
@@ -76,12 +82,33 @@ func run(t testing.TB, c config) {
 	waitHeld(t, serve, c.healthy)
 	watch := startOpWatch(t, stack)
 
-	progress("making %d applications stuck, %d at a time", c.stuck, c.parallel)
+	var stuck []stuckApp
+	var probe *treeProbe
 	loadBefore := loadAverage()
-	begin = time.Now()
-	stuck := makeStuck(t, stack, c.stuck, c.parallel)
-	fmt.Printf("stuck: %d of %d applications waiting for an old hook Job held by %s, set up in %s\n",
-		len(stuck), c.stuck, testenv.ForeignFinalizer, time.Since(begin).Round(time.Second))
+	if c.burst {
+		progress("making %d applications stuck, %d at a time (-burst)", c.stuck, c.parallel)
+		begin = time.Now()
+		stuck = makeStuck(t, stack, c.stuck, c.parallel)
+		fmt.Printf("stuck (-burst): %d of %d applications created and waiting for an old hook Job held by %s, set up in %s\n",
+			len(stuck), c.stuck, testenv.ForeignFinalizer, time.Since(begin).Round(time.Second))
+	} else {
+		progress("preparing %d applications (first sync with a PreSync hook), %d at a time", c.stuck, c.parallel)
+		begin = time.Now()
+		apps := prepareStuck(t, stack, c.stuck, c.parallel)
+		fmt.Printf("prepared: %d of %d applications, first sync (PreSync hook Job) succeeded, in %s\n", len(apps), c.stuck,
+			time.Since(begin).Round(time.Second))
+		names := make([]string, len(apps))
+		for i, a := range apps {
+			names[i] = a.Name
+		}
+		probe = startTreeProbe(t, stack, func() []string { return names })
+		loadBefore = loadAverage()
+		progress("making them stuck, one every %s", c.triggerEvery)
+		begin = time.Now()
+		stuck = triggerStuck(t, apps, c.triggerEvery)
+		fmt.Printf("stuck: %d applications waiting for an old hook Job held by %s (one more every %s, over %s)\n",
+			len(stuck), testenv.ForeignFinalizer, c.triggerEvery, time.Since(begin).Round(time.Second))
+	}
 
 	roots := waitAnnounced(t, slack, stuck, time.Now().Add(c.threshold+c.announceTimeout))
 	loadAfter := loadAverage()
@@ -94,10 +121,21 @@ func run(t testing.TB, c config) {
 	events, _ := serve.metric("syncmedic_argocd_watch_events_total")
 	held, _ := serve.metric("syncmedic_argocd_applications")
 	cpu, _ := serve.metric("process_cpu_seconds_total")
+	failed, timedOut := serve.liveFailures()
+	var trees []time.Duration
+	treeFails := -1
+	if probe != nil {
+		trees, treeFails = probe.results()
+	}
+	if c.serveLog != "" {
+		if err := serve.keepLog(c.serveLog); err != nil {
+			t.Errorf("keeping serve's log: %v", err)
+		}
+	}
 
 	r := report{threshold: c.threshold, samples: samples, stuck: len(stuck), healthy: c.healthy,
 		roots: len(slack.roots()), incidents: len(incidents), liveCalls: live, watchEvents: events, held: held,
-		serveCPU: cpu, load: loadBefore + " → " + loadAfter, verbose: c.verbose}
+		serveCPU: cpu, liveFailed: failed, liveTimedOut: timedOut, trees: trees, treeFails: treeFails, load: loadBefore + " → " + loadAfter, verbose: c.verbose}
 	r.print(os.Stdout)
 	for _, p := range problems {
 		t.Errorf("%s", p)

@@ -85,6 +85,10 @@ type report struct {
 	roots, incidents       int
 	liveCalls, watchEvents float64
 	held, serveCPU         float64
+	liveFailed             int
+	liveTimedOut           int
+	trees                  []time.Duration // the ResourceTree probe's answer times
+	treeFails              int             // -1: no probe
 	load                   string
 	verbose                bool
 }
@@ -117,6 +121,17 @@ func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "argo cd applications held by serve: %.0f (%d healthy, %d stuck)\n", r.held, r.healthy, r.stuck)
 	fmt.Fprintf(w, "serve: argo cd live-state calls (ResourceTree, GetResource) %.0f, watch events %.0f, cpu %.1f s\n",
 		r.liveCalls, r.watchEvents, r.serveCPU)
+	fmt.Fprintf(w, "serve: live-state reads that failed %d (timed out: %d)\n", r.liveFailed, r.liveTimedOut)
+	if r.treeFails >= 0 {
+		d := append([]time.Duration(nil), r.trees...)
+		p50, p99 := benchutil.Percentile(d, 50), benchutil.Percentile(d, 99)
+		var hi time.Duration
+		if len(d) > 0 {
+			hi = d[len(d)-1]
+		}
+		fmt.Fprintf(w, "argocd-server ResourceTree of a stuck app, probed once a second from outside syncmedic: %d answers, p50 %s, p99 %s, max %s, %d failed\n",
+			len(d), ms(p50), ms(p99), ms(hi), r.treeFails)
+	}
 	fmt.Fprintf(w, "slack: %d root messages, %d incidents; %d of %d stuck applications announced\n", r.roots, r.incidents,
 		len(r.samples), r.stuck)
 	line("incident opened after the threshold crossing", func(s sample) time.Duration { return s.detect(th) })

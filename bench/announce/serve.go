@@ -105,6 +105,30 @@ func startServe(t testing.TB, bin string, stack *testenv.RealArgoCD, policy, sla
 	}
 }
 
+// liveFailures counts serve's log lines saying a live-state read failed ("argocd live state unavailable"), and
+// those of them that hit the read's timeout.
+func (s *serveProc) liveFailures() (failed, timedOut int) {
+	data, _ := os.ReadFile(s.logPath)
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "argocd live state unavailable") {
+			failed++
+			if strings.Contains(line, "DeadlineExceeded") || strings.Contains(line, "deadline exceeded") {
+				timedOut++
+			}
+		}
+	}
+	return failed, timedOut
+}
+
+// keepLog copies serve's log to path.
+func (s *serveProc) keepLog(path string) error {
+	data, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
 func (s *serveProc) tail(n int) string {
 	data, _ := os.ReadFile(s.logPath)
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
