@@ -164,6 +164,9 @@ func (t *Tracker) Fix(ctx context.Context, id string, req FixRequest) (FixResult
 	if !t.o.Leader() {
 		return res, &FixError{Code: FixUnavailable, Msg: "this replica is not the leader: retry, the leader answers", RetryAfter: 5 * time.Second}
 	}
+	if err := t.StoreError(); err != nil {
+		return res, &FixError{Code: FixUnavailable, Msg: "the stored incidents are not loaded yet (" + err.Error() + "): retry", RetryAfter: 5 * time.Second}
+	}
 	keys := remedyKeys(id, f.Object)
 	if !s.claim(keys...) {
 		return res, &FixError{Code: FixConflict, Msg: "a remedy of this object (or of its application) is running now: wait for its result"}

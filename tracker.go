@@ -29,6 +29,11 @@ type TrackerOptions struct {
 	Now       func() time.Time
 	Log       *slog.Logger
 	Metrics   *Metrics
+	// LoadLater lets NewTracker succeed when the stored incidents cannot be read yet (a ConfigMap store while the
+	// apiserver is unreachable): the load is retried on every evaluation, and until it succeeds the tracker acts like
+	// a follower — it tracks in memory but neither announces, saves nor remediates, so nothing is announced twice.
+	// StoreError says why meanwhile. Without it, a failed first load is NewTracker's error.
+	LoadLater bool
 }
 
 // maxResolvedKept bounds the resolved incidents kept in the store (a ConfigMap holds at most 1 MiB).
@@ -51,6 +56,7 @@ type Tracker struct {
 	synced     bool          // memory merged with the store since this replica became leader
 	notifiers  []string      // destinations whose deliveries the outbox tracks (nil: outbox off)
 	changed    chan struct{} // closed and replaced on every change of what Incidents returns (Changes)
+	loadErr    error         // the last failed load of the stored incidents, until one succeeds
 }
 
 var _ GoneSink = (*Tracker)(nil)
@@ -84,7 +90,11 @@ func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
 	defer t.mu.Unlock()
 	if o.Leader() {
 		if err := t.syncLocked(ctx); err != nil {
-			return nil, err
+			if !o.LoadLater {
+				return nil, err
+			}
+			t.loadErr = err
+			o.Log.Warn("cannot load stored incidents yet: tracking in memory, announcing and remediating nothing until they load", "err", err)
 		}
 	}
 	o.Metrics.setIncidents(t.incidents)
@@ -107,12 +117,19 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []Findin
 	t.mu.Lock()
 	leader := t.o.Leader()
 	if !leader {
-		t.synced = false
+		t.synced, t.loadErr = false, nil
 	} else if !t.synced {
 		if err := t.syncLocked(ctx); err != nil {
-			t.o.Log.Error("cannot load stored incidents; will retry on the next evaluation", "err", err)
+			t.loadErr = err
+			t.o.Log.Error("cannot load stored incidents; will retry on the next evaluation (announcing and remediating nothing meanwhile)", "err", err)
+		} else if t.loadErr != nil {
+			t.loadErr = nil
+			t.o.Log.Info("stored incidents loaded")
 		}
 	}
+	// A leader that could not read what was already announced acts like a follower until it can: announcing now
+	// could repeat what an earlier run announced.
+	leader = leader && t.synced
 	pol := t.o.Policy()
 	if gone {
 		p := *pol
@@ -412,6 +429,14 @@ func (t *Tracker) SetNote(ctx context.Context, id, key, value string) {
 	if t.o.Leader() {
 		t.saveLocked(ctx)
 	}
+}
+
+// StoreError is the error of the last failed load of the stored incidents while it keeps failing (LoadLater), else
+// nil: while it is set the tracker announces and remediates nothing.
+func (t *Tracker) StoreError() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.loadErr
 }
 
 // Changes returns a channel closed at the next change of the incidents (an incident opened, updated, remediated

@@ -64,6 +64,7 @@ func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 		app := argo.NewApplication(name, ns)
 		app.Spec.Project = project
 		argo.CreateApplication(t, app)
+		// hand-written state: the in-process argocd-server runs no application-controller; this test is about the RBAC the manifests grant syncmedic on argocd-server, which only needs the resource tree to hold the hook.
 		argo.SetResources(t, name, job)
 	}
 	client := argo.Applications(t, argo.Token(t, "syncmedic"))

@@ -269,10 +269,20 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	metrics := syncmedic.NewMetrics(d.reg)
 	d.dispatcher = notify.NewDispatcher(notify.DispatcherOptions{Log: log, Registerer: d.reg})
 	d.stage = syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: metrics, Workers: 4})
+	// A ConfigMap store may be unreachable at start (the apiserver restarting): serve starts anyway, unready, and
+	// announces nothing until the stored incidents load. A state file that cannot be read is an error at once.
 	d.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: policy.Get, Publisher: d.dispatcher,
-		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics})
+		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics, LoadLater: o.stateConfigMap != ""})
 	if err != nil {
 		return nil, fmt.Errorf("load incidents: %w", err)
+	}
+	if o.stateConfigMap != "" {
+		d.ready.add("state", func() error {
+			if err := d.tracker.StoreError(); err != nil {
+				return fmt.Errorf("cannot load the stored incidents from ConfigMap %s: %w", o.stateConfigMap, err)
+			}
+			return nil
+		})
 	}
 	o.notify.log = log
 	dests, err := o.notify.destinations(d.tracker, kube, identity)

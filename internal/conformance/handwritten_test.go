@@ -45,16 +45,7 @@ var testenvWriters = map[string]bool{
 // pendingElsewhere are the files other engineers were editing when this guard was written, with the number of
 // writes in each still without a marker. The guard fails when a count no longer matches, so an entry is removed
 // (or lowered) as soon as its markers are added and cannot hide a new write.
-var pendingElsewhere = map[string]int{
-	// testenv.ScenarioHelmReleaseOldStatus three times and two setStatus-like writes of the HelmRelease status
-	// (pre-v2beta2 status on an apiserver with no helm-controller).
-	"cmd/syncmedic/live_kube_test.go": 5,
-	// fluxreal's ScenarioPreV2beta2Status: its doc and the test's say why (helm-controller ≤ v0.36 does not
-	// download), without the marker.
-	"internal/conformance/flux/upgrade_test.go": 1,
-	// the resource tree of the in-process argocd-server, for the RBAC the manifests grant.
-	"manifests/argocd_account_test.go": 1,
-}
+var pendingElsewhere = map[string]int{} // empty: every site in the module says why
 
 // site is one write of a controller's state found by the detector.
 type site struct {

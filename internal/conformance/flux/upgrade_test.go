@@ -94,6 +94,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 	repo := fluxreal.NewRepo(t)
 	fluxreal.CreateRepository(t, env, ns, repo)
 
+	// hand-written state: the status helm-controller <= v0.36 wrote, which no controller here can write (v0.36.x does not download; v0.37.2 already writes the v2beta2 status): see ScenarioPreV2beta2Status.
 	old := stack.ScenarioPreV2beta2Status(t, ns, repo, "redis")
 	row.Controller = fmt.Sprintf("controller stopped; status as helm-controller ≤ v0.36 wrote it (%s)", fluxreal.Describe(old))
 	row.Syncmedic = "no finding"
