@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -29,26 +28,9 @@ func TestServeChecksTheArgoCDAccount(t *testing.T) {
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
 	policy := writeFile(t, "policy.yaml", "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n    projects: [default]\n")
 	serve := func(t *testing.T, account string) (base string, logs *lockedBuffer) {
-		addr, logs := freeAddr(t), &lockedBuffer{}
-		tokenFile := writeFile(t, "token", argo.Token(t, account))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--policy-file", policy,
-				"--state-file", filepath.Join(t.TempDir(), "state.json"), "--argocd-server", argo.Addr, "--argocd-plaintext",
-				"--argocd-token-file", tokenFile}, &lockedBuffer{}, logs)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				t.Error("serve did not stop after its context was cancelled")
-			}
-		})
-		base = "http://" + addr
-		require.Eventually(t, func() bool { code, _ := get(base + "/healthz"); return code == http.StatusOK }, 10*time.Second, 20*time.Millisecond, logs.String())
-		return base, logs
+		r := startServe(t, "--policy-file", policy, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+			"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", argo.Token(t, account)))
+		return r.Base, r.Logs
 	}
 
 	t.Run("an account that may not get applications keeps serve unready, naming the line to add", func(t *testing.T) {

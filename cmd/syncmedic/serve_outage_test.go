@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -39,25 +38,9 @@ func TestServeOutlivesArgoCDOutages(t *testing.T) {
 	})
 	proxy := testenv.NewProxy(t, argo.Addr)
 	proxy.Down()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	addr, logs := freeAddr(t), &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--kubeconfig", env.Kubeconfig,
-			"--state-file", filepath.Join(t.TempDir(), "state.json"), "--argocd-server", proxy.Addr(), "--argocd-plaintext",
-			"--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer"))}, &lockedBuffer{}, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop after its context was cancelled")
-		}
-	})
-	base := "http://" + addr
+	srv := startServe(t, "--kubeconfig", env.Kubeconfig, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer")))
+	base, logs := srv.Base, srv.Logs
 
 	steps := []struct {
 		name   string
@@ -91,10 +74,8 @@ func TestServeOutlivesArgoCDOutages(t *testing.T) {
 			require.Equal(t, http.StatusAccepted, code, "the Flux receiver answers: %s", status)
 			code, body = get(base + "/healthz")
 			require.Equal(t, http.StatusOK, code, "an unreachable peer is not a wedged process: %s", body)
-			select {
-			case rc := <-done:
+			if rc, ok := srv.exited(); ok {
 				t.Fatalf("serve exited with %d:\n%s", rc, logs)
-			default:
 			}
 		})
 	}

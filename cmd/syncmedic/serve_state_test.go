@@ -42,25 +42,10 @@ func TestServeStartsWhileTheStateConfigMapIsUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	proxy := testenv.NewProxy(t, apiserver.Host)
 	proxy.Down()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	addr, logs := freeAddr(t), &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--kubeconfig", proxiedKubeconfig(t, env, proxy),
-			"--state-configmap", ns + "/syncmedic-state", "--flux-watch=false", "--kube-events=false",
-			"--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s"}, &lockedBuffer{}, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop after its context was cancelled")
-		}
-	})
-	base := "http://" + addr
+	srv := startServe(t, "--kubeconfig", proxiedKubeconfig(t, env, proxy),
+		"--state-configmap", ns+"/syncmedic-state", "--flux-watch=false", "--kube-events=false",
+		"--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s")
+	base, logs := srv.Base, srv.Logs
 
 	t.Run("with the apiserver unreachable serve runs, unready, naming the state store", func(t *testing.T) {
 		var code int
@@ -71,10 +56,8 @@ func TestServeStartsWhileTheStateConfigMapIsUnreachable(t *testing.T) {
 		}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
 		code, body = get(base + "/healthz")
 		require.Equal(t, http.StatusOK, code, "an unreachable apiserver is not a wedged process: %s", body)
-		select {
-		case rc := <-done:
+		if rc, ok := srv.exited(); ok {
 			t.Fatalf("serve exited with %d:\n%s", rc, logs)
-		default:
 		}
 	})
 	t.Run("once the apiserver answers the incidents load and a stuck object is announced and stored", func(t *testing.T) {

@@ -149,3 +149,57 @@ func replaceFile(t *testing.T, path, content string) {
 	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
 	require.NoError(t, os.Rename(tmp, path))
 }
+
+// runningServe is `syncmedic serve` run in-process by a test until the test ends.
+type runningServe struct {
+	Base string // http://127.0.0.1:port
+	Logs *lockedBuffer
+	done chan int
+}
+
+// startServeOn runs `serve --listen addr --log-format text args...` without in-cluster settings or
+// ARGOCD_AUTH_TOKEN from the environment, until the test ends (when it must stop within 15 s), and returns once
+// /healthz answers.
+func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
+	t.Helper()
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("ARGOCD_AUTH_TOKEN", "")
+	s := &runningServe{Base: "http://" + addr, Logs: &lockedBuffer{}, done: make(chan int, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		s.done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "text"}, args...), &lockedBuffer{}, s.Logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop after its context was cancelled")
+		}
+	})
+	require.Eventually(t, func() bool {
+		if code, ok := s.exited(); ok {
+			t.Fatalf("serve exited with %d:\n%s", code, s.Logs)
+		}
+		code, _ := get(s.Base + "/healthz")
+		return code == http.StatusOK
+	}, 60*time.Second, 20*time.Millisecond, "serve never answered /healthz:\n%s", s.Logs)
+	return s
+}
+
+// startServe is startServeOn a free loopback port.
+func startServe(t *testing.T, args ...string) *runningServe {
+	t.Helper()
+	return startServeOn(t, freeAddr(t), args...)
+}
+
+// exited returns serve's exit code once it has stopped.
+func (s *runningServe) exited() (int, bool) {
+	select {
+	case code := <-s.done:
+		s.done <- code
+		return code, true
+	default:
+		return 0, false
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,29 +37,12 @@ type uiServe struct {
 // ends.
 func startUIServe(t *testing.T, env *testenv.Env) *uiServe {
 	t.Helper()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	s := &uiServe{Token: "api-" + strings.ReplaceAll(t.Name(), "/", "-"), Logs: &lockedBuffer{}}
-	addr := freeAddr(t)
-	s.Base = "http://" + addr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--kubeconfig", env.Kubeconfig,
-			"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", s.Token+"\n"),
-			"--flux-watch=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s", "--kube-events=false"},
-			&lockedBuffer{}, s.Logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop after its context was cancelled")
-		}
-		require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token")
-	})
-	require.Eventually(t, func() bool { code, _ := get(s.Base + "/healthz"); return code == http.StatusOK }, 30*time.Second, 20*time.Millisecond, s.Logs.String())
+	token := "api-" + strings.ReplaceAll(t.Name(), "/", "-")
+	r := startServe(t, "--kubeconfig", env.Kubeconfig,
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--flux-watch=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s", "--kube-events=false")
+	s := &uiServe{Base: r.Base, Token: token, Logs: r.Logs}
+	t.Cleanup(func() { require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token") })
 	return s
 }
 

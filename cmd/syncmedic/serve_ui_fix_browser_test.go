@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -50,14 +52,18 @@ func TestFixButtonsInChromium(t *testing.T) {
 		b := testenv.NewBrowser(t)
 		b.Open(serve.Base + ui.PagePath + "?state=open#token=" + url.QueryEscape(serve.Token))
 		b.WaitText("live · updated")
-		b.Click(`#incidents article[id] .fix-plan`)
+		_, _, body := apiIncidents(serve.Base+ui.IncidentsPath+"?app=page-checkout", http.Header{"Authorization": {"Bearer " + serve.Token}})
+		var list ui.IncidentList
+		require.NoError(t, json.Unmarshal([]byte(body), &list))
+		require.Len(t, list.Items, 1, body)
+		b.Click(`#incident-` + list.Items[0].ID + ` .fix-plan`)
 		b.WaitText("syncmedic will apply argocd/remove-hook-finalizer:")
 		b.WaitText("PatchResource")
 		require.False(t, gone(pageJob), "the plan changed nothing")
 		if *update {
 			require.NoError(t, os.WriteFile(filepath.Join(screenshots, "incident-page-fix.png"), b.Screenshot(), 0o644))
 		}
-		b.Click(`.fix-confirm`)
+		b.Click(`#incident-` + list.Items[0].ID + ` .fix-confirm`)
 		b.WaitText("argocd/remove-hook-finalizer: succeeded (changed)")
 		require.Eventually(t, func() bool { return gone(pageJob) }, 30*time.Second, 50*time.Millisecond, "the held Job is gone once its finalizer is")
 		b.WaitText("requested by the API token holder via api-token")

@@ -39,29 +39,12 @@ type fixServe struct {
 // applications) with the incident API on (token) and policy.
 func startFixServe(t *testing.T, env *testenv.Env, argo *testenv.ArgoCDServer, policy, addr, token string) *fixServe {
 	t.Helper()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	s := &fixServe{uiServe{Token: token, Logs: &lockedBuffer{}}}
-	s.Base = "http://" + addr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", addr, "--log-format", "text", "--kubeconfig", env.Kubeconfig,
-			"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", s.Token+"\n"),
-			"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
-			"--policy-file", writeFile(t, "policy.yaml", policy),
-			"--flux-watch=false", "--kube-events=false"},
-			&lockedBuffer{}, s.Logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop after its context was cancelled")
-		}
-		require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token")
-	})
+	r := startServeOn(t, addr, "--kubeconfig", env.Kubeconfig,
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
+		"--policy-file", writeFile(t, "policy.yaml", policy), "--flux-watch=false", "--kube-events=false")
+	s := &fixServe{uiServe{Base: r.Base, Token: token, Logs: r.Logs}}
+	t.Cleanup(func() { require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token") })
 	require.Eventually(t, func() bool { code, _ := get(s.Base + "/readyz"); return code == http.StatusOK }, 60*time.Second, 50*time.Millisecond, s.Logs.String())
 	return s
 }
