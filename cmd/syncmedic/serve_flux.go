@@ -8,12 +8,9 @@ import (
 	"os"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
@@ -84,14 +81,6 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 	if !ok || ns == "" || name == "" {
 		return serveParts{}, fmt.Errorf("--flux-controller-deployment %q: want namespace/name", o.controller)
 	}
-	scheme := runtime.NewScheme()
-	if err := helmv2.AddToScheme(scheme); err != nil {
-		return serveParts{}, err
-	}
-	c, err := client.New(d.Kube, client.Options{Scheme: scheme})
-	if err != nil {
-		return serveParts{}, fmt.Errorf("flux: %w", err)
-	}
 	// Which HelmRelease API the cluster serves (v2, or v2beta2 on Flux 2.2, or v2beta1) is asked in the background,
 	// so an unreachable apiserver delays the watch and not the receiver.
 	watch := &lateSource[syncmedic.Source]{peer: "the apiserver", log: log, build: func(context.Context) (syncmedic.Source, error) {
@@ -112,17 +101,18 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 		return w, nil
 	}}
 	parts.Sources = append(parts.Sources, watch)
-	// Remedies go through the watcher's client once it runs, so they write through the API version it reads.
-	fallback := flux.NewReconcileRequester(c)
+	// Remedies go through the watcher's client, so they write through the API version it reads (v2beta2 on Flux
+	// 2.2); until the watcher runs they wait (a transient error, retried like any other).
 	parts.Remediers = syncmedic.Remediers{}
-	for action := range fallback.Remediers() {
+	for action := range flux.NewReconcileRequester(nil).Remediers() {
 		parts.Remediers[action] = syncmedic.RemedierFunc(func(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
 			if s, ok := watch.Source(); ok {
 				if w, ok := s.(*flux.Watcher); ok {
 					return w.Remediers()[action].Remediate(ctx, f, dryRun)
 				}
+				return syncmedic.Outcome{}, syncmedic.Permanent(errors.New("flux: this cluster serves no HelmRelease API, so there is nothing to reconcile through"))
 			}
-			return fallback.Remediate(ctx, f, dryRun)
+			return syncmedic.Outcome{}, errors.New("flux: the HelmRelease watch has not started yet (the apiserver is not answering): the remedy is retried once it runs")
 		})
 	}
 	parts.Ready = func() error {
