@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ type config struct {
 	version, syncmedicBin             string
 	setupTimeout, announceTimeout     time.Duration
 	verbose                           bool
-	serveLog                          string
+	logs                              string
 	burst                             bool
 	triggerEvery                      time.Duration
 }
@@ -38,7 +39,7 @@ func main() {
 	flag.BoolVar(&c.verbose, "v", false, "print each stuck application's figures")
 	flag.BoolVar(&c.burst, "burst", false, "set the stuck applications up with testenv.ScenarioRealHookHeldByForeignFinalizer, -parallel at a time, creation and stuck sync in one go (their thresholds cross amid the creation of the others), instead of creating them all first and then making one stuck every -trigger-every")
 	flag.DurationVar(&c.triggerEvery, "trigger-every", 500*time.Millisecond, "interval between two stuck syncs (without -burst)")
-	flag.StringVar(&c.serveLog, "serve-log", "", "copy syncmedic serve's log (info level) to this file at the end")
+	flag.StringVar(&c.logs, "logs", "", "copy the logs of syncmedic serve (info level) and of the Argo CD components to this directory at the end")
 	flag.Parse()
 	if c.healthy < 0 || c.stuck <= 0 || c.parallel <= 0 || c.workers <= 0 || c.threshold <= 0 {
 		fmt.Fprintln(os.Stderr, "announce: -stuck, -parallel, -workers and -threshold must be positive, -healthy not negative")
@@ -127,9 +128,9 @@ func run(t testing.TB, c config) {
 	if probe != nil {
 		trees, treeFails = probe.results()
 	}
-	if c.serveLog != "" {
-		if err := serve.keepLog(c.serveLog); err != nil {
-			t.Errorf("keeping serve's log: %v", err)
+	if c.logs != "" {
+		if err := keepLogs(c.logs, serve, stack); err != nil {
+			t.Errorf("keeping the logs: %v", err)
 		}
 	}
 
@@ -191,4 +192,28 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// keepLogs copies serve's log and the Argo CD components' logs into dir.
+func keepLogs(dir string, serve *serveProc, stack *testenv.RealArgoCD) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(serve.logPath, filepath.Join(dir, "syncmedic-serve.log")); err != nil {
+		return err
+	}
+	for component, path := range stack.Logs {
+		if err := copyFile(path, filepath.Join(dir, component+".log")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
 }

@@ -120,15 +120,6 @@ func (s *serveProc) liveFailures() (failed, timedOut int) {
 	return failed, timedOut
 }
 
-// keepLog copies serve's log to path.
-func (s *serveProc) keepLog(path string) error {
-	data, err := os.ReadFile(s.logPath)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
-}
-
 func (s *serveProc) tail(n int) string {
 	data, _ := os.ReadFile(s.logPath)
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
