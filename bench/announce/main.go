@@ -138,6 +138,10 @@ func run(t testing.TB, c config) {
 		roots: len(slack.roots()), incidents: len(incidents), liveCalls: live, watchEvents: events, held: held,
 		serveCPU: cpu, liveFailed: failed, liveTimedOut: timedOut, trees: trees, treeFails: treeFails, load: loadBefore + " → " + loadAfter, verbose: c.verbose}
 	r.print(os.Stdout)
+	if others := r.roots - len(roots); others > 0 {
+		problems = append(problems, fmt.Sprintf("%d root messages besides the first announcement of each stuck application (a healthy application announced, or one announced twice):\n%s",
+			others, slack.rec.Summary()))
+	}
 	for _, p := range problems {
 		t.Errorf("%s", p)
 	}
