@@ -81,26 +81,14 @@ func Main(m *testing.M) {
 		teardown()
 		os.Exit(code)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(os.Stderr, "testenv: %v received, stopping the control plane\n", sig)
-			teardown()
-			os.Exit(2)
-		case <-done:
-		}
-	}()
+	stopSignals := stopOnSignal()
 	stopWatchdog := timeoutWatchdog()
 
 	// When TestMain returns, the testing package exits with the code m.Run returned.
 	m.Run()
 
 	stopWatchdog()
-	close(done)
-	signal.Stop(sigs)
+	stopSignals()
 	teardown()
 }
 
@@ -206,3 +194,21 @@ const (
 	defaultWait = 30 * time.Second
 	pollEvery   = 50 * time.Millisecond
 )
+
+// stopOnSignal tears the control plane down and exits 2 on SIGINT or SIGTERM, until the returned function is
+// called.
+func stopOnSignal() (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(os.Stderr, "testenv: %v received, stopping the control plane\n", sig)
+			teardown()
+			os.Exit(2)
+		case <-done:
+		}
+	}()
+	return func() { close(done); signal.Stop(sigs) }
+}

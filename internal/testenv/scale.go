@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -32,18 +30,7 @@ func Standalone(name string, body func(t testing.TB)) int {
 	harness.inMain = true
 	harness.mu.Unlock()
 	exitOnFatal()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(os.Stderr, "testenv: %v received, stopping the control plane\n", sig)
-			teardown()
-			os.Exit(2)
-		case <-done:
-		}
-	}()
+	stopSignals := stopOnSignal()
 
 	t := &standaloneTB{name: name}
 	finished := make(chan struct{})
@@ -53,8 +40,7 @@ func Standalone(name string, body func(t testing.TB)) int {
 		body(t)
 	}()
 	<-finished
-	close(done)
-	signal.Stop(sigs)
+	stopSignals()
 	teardown()
 	if t.Failed() {
 		return 1
