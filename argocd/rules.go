@@ -239,6 +239,11 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 		if idx < 0 && !deleting && deletesBeforeCreation(h) {
 			continue // Argo CD deletes it before creating the new one: it is not what blocks the sync
 		}
+		if idx < 0 && deleting && now.Sub(h.GetDeletionTimestamp().Time) < th.HookFinalizer {
+			// Being deleted (a person's delete-resource, the garbage collector's foreground deletion): it is going
+			// away by itself, and a sync now would only race the person's own sync. Stuck only past the threshold.
+			continue
+		}
 		why := "because the old hook still exists"
 		switch {
 		case idx >= 0 && !deleting && !deletesBeforeCreation(h):
@@ -270,7 +275,15 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 		case idx >= 0:
 			f.Remedy = removeFinalizerRemedy(obs, h, idx, true)
 		case deleting:
-			f.Remedy = resyncRemedy(obs, "The old hook is being deleted; once it is gone, sync again. The new sync runs every hook of the application again.")
+			// A sync cannot help while the old object exists: it fails the same way. What holds it is on the object.
+			f.Remedy = syncmedic.Remedy{
+				Description: fmt.Sprintf("The old hook has been deleting since %s and does not go: look at what holds it (its finalizers: %v, and its dependents under foreground deletion); once it is gone, sync again (the hooks run again).",
+					h.GetDeletionTimestamp().UTC().Format(time.RFC3339), h.GetFinalizers()),
+				Commands: []string{
+					fmt.Sprintf("kubectl -n %s get %s %s -o jsonpath='{.metadata.finalizers}'", h.GetNamespace(), strings.ToLower(h.GetKind()), h.GetName()),
+					keptHookCommands(obs, h)[1],
+				},
+			}
 		default:
 			// Every sync fails the same way until the old object goes: delete it through Argo CD, then sync.
 			f.Remedy = syncmedic.Remedy{

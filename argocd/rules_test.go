@@ -333,6 +333,31 @@ func TestEvaluate(t *testing.T) {
 			},
 		},
 		{
+			name: "an old hook a person just deleted (foreground deletion in progress) is going away: nothing to report, no sync that would race theirs",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, []string{"foregroundDeletion"}, ago(20*time.Second), false)
+				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+			},
+		},
+		{
+			name: "an old hook deleting past the threshold is stuck deleting: a person looks at what holds it, no sync that would fail the same way",
+			obs: func(t *testing.T) AppObservation {
+				j := hookJob(t, []string{"example.com/cleanup"}, ago(10*time.Minute), false)
+				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
+				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				require.Contains(t, f.Summary, "stuck deleting")
+				require.Equal(t, syncmedic.ActionNone, f.Remedy.Action)
+				require.False(t, f.Remedy.RerunsHooks)
+				require.Contains(t, f.Remedy.Description, "example.com/cleanup")
+				require.Equal(t, "kubectl -n shop get job migrate -o jsonpath='{.metadata.finalizers}'", f.Remedy.Commands[0])
+			},
+		},
+		{
 			name: "field is immutable on a ConfigMap is not blamed on a hook Job held by the finalizer",
 			obs: func(t *testing.T) AppObservation {
 				op := failedOp(`one or more objects failed to apply, reason: ConfigMap "settings" is invalid: data: Forbidden: field is immutable when immutable is set`)

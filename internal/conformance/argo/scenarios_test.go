@@ -389,6 +389,7 @@ func TestImmutableHookTemplateChange(t *testing.T) {
 			r.Syncmedic += fmt.Sprintf("; after the proposed delete-resource and a sync: %s", testenv.DescribeOperation(after))
 			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the proposed fix gets the real controller past it: %s\nSlack: %s",
 				testenv.DescribeOperation(after), srv.summary())
+			require.NotContains(t, srv.summary(), "Applying", "while the person's delete is under way syncmedic starts no sync of its own (it would race theirs)")
 		})
 	}
 }
