@@ -59,6 +59,10 @@ func app(op *v1alpha1.OperationState) *v1alpha1.Application {
 	return a
 }
 
+// hand-written state: runningOp and failedOp build operation states in memory for the pure rule tests (nothing is
+// written to an apiserver); the real controllers produce them in internal/conformance/argo (a running hook wave in
+// TestSlowAndFastHookWaveIsNotStuckOnV3, the failed "field is immutable" sync and the person's delete of the old hook
+// in TestImmutableHookTemplateChange, on v2.14.21 and v3.6.1).
 func runningOp(started time.Duration, msg string, hookPhase synccommon.OperationPhase) *v1alpha1.OperationState {
 	op := &v1alpha1.OperationState{
 		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: "4f2c1e9", SyncOptions: []string{"CreateNamespace=true"}}},
