@@ -266,21 +266,11 @@ func planDigest(inc Incident, steps []string) string {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	for k, v := range sortedParams(f.Remedy.Params) {
-		h.Write([]byte(k + "=" + v))
+	for _, k := range sortedKeys(f.Remedy.Params) {
+		h.Write([]byte(k + "=" + f.Remedy.Params[k]))
 		h.Write([]byte{0})
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
-}
-
-func sortedParams(m map[string]string) func(func(string, string) bool) {
-	return func(yield func(string, string) bool) {
-		for _, k := range sortedKeys(m) {
-			if !yield(k, m[k]) {
-				return
-			}
-		}
-	}
 }
 
 // IsFixError reports whether err is a refused fix, and its code.
