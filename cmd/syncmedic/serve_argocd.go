@@ -27,6 +27,8 @@ type argoCDServeOptions struct {
 	argoCDFlags
 	instance  string
 	resync    time.Duration
+	reads     int
+	readTime  time.Duration
 	leakCheck string
 	caFile    string
 	// backOff paces the attempts to reach argocd-server (default newConnectBackOff; tests make it quick).
@@ -78,6 +80,8 @@ func init() {
 			}
 			fs.StringVar(&o.instance, "argocd-instance", "", "name of this Argo CD in findings and subjects, when syncmedic watches more than one")
 			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
+			fs.IntVar(&o.reads, "argocd-live-reads", 4, "live-state reads of suspicious applications at once (each a ResourceTree call, then a GetResource per hook)")
+			fs.DurationVar(&o.readTime, "argocd-live-timeout", 10*time.Second, "how long one live-state read may take (argocd-server answers ResourceTree from the controller's cache; on a miss it asks the controller for a refresh and waits for it); a read cut short is taken again after --argocd-live-resync")
 			fs.StringVar(&o.leakCheck, "argocd-hook-leak-check", string(argocd.HookLeakAuto), hookLeakCheckHelp)
 		},
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startArgoCD(ctx, d, o) },
@@ -104,6 +108,12 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if err != nil {
 		return serveParts{}, fmt.Errorf("--argocd-hook-leak-check: %w", err)
 	}
+	if o.reads < 1 {
+		return serveParts{}, fmt.Errorf("--argocd-live-reads: %d: give at least 1", o.reads)
+	}
+	if o.readTime <= 0 {
+		return serveParts{}, fmt.Errorf("--argocd-live-timeout: %s: give a positive duration", o.readTime)
+	}
 	opts := o.clientOptions()
 	opts.CAFile = o.caFile
 	if err := opts.Validate(); err != nil {
@@ -116,6 +126,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	w, err := argocd.NewWatcher(argocd.WatcherOptions{
 		Client: conn, Instance: o.instance, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace,
 		UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Resync: o.resync, HookLeakCheck: leakCheck, Log: log,
+		Fetchers: o.reads, FetchTimeout: o.readTime,
 	})
 	if err != nil {
 		return serveParts{}, err
