@@ -23,6 +23,10 @@ type config struct {
 	logs                              string
 	burst                             bool
 	triggerEvery                      time.Duration
+	appResync                         time.Duration
+	controllerLog                     string
+	statusProcs, opProcs              int
+	serveArgs                         string
 }
 
 func main() {
@@ -39,6 +43,11 @@ func main() {
 	flag.BoolVar(&c.verbose, "v", false, "print each stuck application's figures")
 	flag.BoolVar(&c.burst, "burst", false, "set the stuck applications up with testenv.ScenarioRealHookHeldByForeignFinalizer, -parallel at a time, creation and stuck sync in one go (their thresholds cross amid the creation of the others), instead of creating them all first and then making one stuck every -trigger-every")
 	flag.DurationVar(&c.triggerEvery, "trigger-every", 500*time.Millisecond, "interval between two stuck syncs (without -burst)")
+	flag.DurationVar(&c.appResync, "app-resync", 3*time.Minute, "the application-controller's --app-resync (Argo CD's default: 3m; the test suites' stack uses 10s)")
+	flag.StringVar(&c.controllerLog, "controller-loglevel", "info", "the application-controller's --loglevel (the test suites' stack uses debug)")
+	flag.IntVar(&c.statusProcs, "status-processors", 20, "the application-controller's --status-processors (Argo CD's default: 20; the test suites' stack uses 4)")
+	flag.IntVar(&c.opProcs, "operation-processors", 10, "the application-controller's --operation-processors (Argo CD's default: 10; the test suites' stack uses 4)")
+	flag.StringVar(&c.serveArgs, "serve-args", "", "more flags for syncmedic serve, space-separated (e.g. \"--argocd-live-reads 16\")")
 	flag.StringVar(&c.logs, "logs", "", "copy the logs of syncmedic serve (info level) and of the Argo CD components to this directory at the end")
 	flag.Parse()
 	if c.healthy < 0 || c.stuck <= 0 || c.parallel <= 0 || c.workers <= 0 || c.threshold <= 0 {
@@ -64,9 +73,15 @@ func run(t testing.TB, c config) {
 	progress("starting kube-apiserver, etcd, kube-controller-manager and Argo CD %s", c.version)
 	begin := time.Now()
 	env := testenv.KubeWithControllers(t)
-	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: c.version})
+	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: c.version, AppResync: c.appResync,
+		ControllerLogLevel: c.controllerLog, StatusProcessors: c.statusProcs, OperationProcessors: c.opProcs})
 	fmt.Printf("control plane: kube-apiserver, etcd, kube-controller-manager v1.31.0; Argo CD %s (application-controller, repo-server, argocd-server, redis) started in %s (Argo CD stack %s)\n",
 		c.version, time.Since(begin).Round(time.Second), stack.StartedIn.Round(time.Second))
+	if c.verbose {
+		fmt.Printf("argocd-server %s, redis %s, Argo CD namespace %s\n", stack.Addr, stack.Redis, stack.Namespace)
+	}
+	fmt.Printf("application-controller: --app-resync %s --status-processors %d --operation-processors %d --loglevel %s\n",
+		c.appResync, c.statusProcs, c.opProcs, c.controllerLog)
 
 	progress("creating %d healthy applications", c.healthy)
 	begin = time.Now()
@@ -79,7 +94,10 @@ func run(t testing.TB, c config) {
 	slack := newTimedSlack(t)
 	policy := fmt.Sprintf("rules:\n  %s: {mode: notify, threshold: %s}\n", syncmedic.RuleHookNotDeleted, c.threshold)
 	progress("starting syncmedic serve")
-	serve := startServe(t, bin, stack, policy, slack.apiURL())
+	serve := startServe(t, bin, stack, policy, slack.apiURL(), strings.Fields(c.serveArgs))
+	if c.serveArgs != "" {
+		fmt.Printf("serve: more flags: %s\n", c.serveArgs)
+	}
 	waitHeld(t, serve, c.healthy)
 	watch := startOpWatch(t, stack)
 

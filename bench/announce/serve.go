@@ -40,7 +40,7 @@ func buildSyncmedic(t testing.TB) string {
 // startServe runs `syncmedic serve` against the stack's argocd-server (admin token, plaintext), watching every
 // application, with policy as its policy file, announcing on slackURL, with the incident API on; it waits until
 // /readyz answers 200. Flags other than these are serve's defaults.
-func startServe(t testing.TB, bin string, stack *testenv.RealArgoCD, policy, slackURL string) *serveProc {
+func startServe(t testing.TB, bin string, stack *testenv.RealArgoCD, policy, slackURL string, extra []string) *serveProc {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -64,6 +64,7 @@ func startServe(t testing.TB, bin string, stack *testenv.RealArgoCD, policy, sla
 		"--api-token-file", write("api-token", s.apiToken),
 		"--slack-token-file", write("slack-token", "xoxb-bench"), "--slack-channel", "#incidents",
 		"--slack-api-url", slackURL}
+	args = append(args, extra...)
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatalf("%v", err)

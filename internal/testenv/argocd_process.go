@@ -41,6 +41,15 @@ type ArgoCDStackOptions struct {
 	// Accounts are local accounts given the apiKey capability (see ArgoCDOptions.Accounts). Stacks are shared: the
 	// first caller's options win for a version (an Env keeps one stack per version).
 	Accounts []string
+	// AppResync is the application-controller's --app-resync: how often it re-compares every application (default
+	// 10s, so tests see a refresh quickly; Argo CD's own default is 180s).
+	AppResync time.Duration
+	// ControllerLogLevel is the application-controller's --loglevel (default "debug", which the tests' failure
+	// output relies on; "info" for a benchmark of thousands of applications).
+	ControllerLogLevel string
+	// StatusProcessors and OperationProcessors are the controller's --status-processors and
+	// --operation-processors (default 4 each; Argo CD's own defaults are 20 and 10).
+	StatusProcessors, OperationProcessors int
 }
 
 // RealArgoCD is a real Argo CD control plane run as processes from one version's multi-call binary:
@@ -277,10 +286,24 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 		return nil, err
 	}
 	// application-controller: its metrics port serves /healthz once it runs.
+	resync, controllerLog, statusProcs, opProcs := 10*time.Second, "debug", 4, 4
+	if opts.AppResync > 0 {
+		resync = max(opts.AppResync, time.Second)
+	}
+	if opts.ControllerLogLevel != "" {
+		controllerLog = opts.ControllerLogLevel
+	}
+	if opts.StatusProcessors > 0 {
+		statusProcs = opts.StatusProcessors
+	}
+	if opts.OperationProcessors > 0 {
+		opProcs = opts.OperationProcessors
+	}
 	if _, err := s.startComponent(exe, envv, "argocd-application-controller", func(ports []int) []string {
 		return append([]string{"--repo-server", repoAddr, "--repo-server-plaintext",
-			"--metrics-port", strconv.Itoa(ports[0]), "--app-resync", "10", "--self-heal-timeout-seconds", "2",
-			"--status-processors", "4", "--operation-processors", "4"}, append(append(logging, "debug"), kube...)...)
+			"--metrics-port", strconv.Itoa(ports[0]), "--app-resync", strconv.Itoa(int(resync / time.Second)), "--self-heal-timeout-seconds", "2",
+			"--status-processors", strconv.Itoa(statusProcs), "--operation-processors", strconv.Itoa(opProcs)},
+			append(append(logging, controllerLog), kube...)...)
 	}, func(ports []int, exited <-chan struct{}) error {
 		return waitHTTP("http://"+loopback(ports[0])+"/healthz", exited, 2*time.Minute)
 	}); err != nil {
