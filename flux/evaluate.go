@@ -6,7 +6,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,7 +46,7 @@ func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sin
 			obs.DependenciesKnown = false
 		}
 	}
-	if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Reason == meta.DependencyNotReadyReason && len(hr.Spec.DependsOn) > 0 {
+	if c := condition(hr, meta.ReadyCondition); c != nil && c.Reason == meta.DependencyNotReadyReason && len(hr.Spec.DependsOn) > 0 {
 		// The v1.1 Go types drop dependsOn[].readyExpr (API ≥ v1.4): read it from the object as stored, only for the
 		// few releases the dependency rule may judge.
 		if exprs, err := w.readyExprs(ctx, key.nn); err != nil {
@@ -111,7 +110,7 @@ func nextThreshold(hr *helmv2.HelmRelease, deps map[types.NamespacedName]*helmv2
 	if hr.Status.ObservedGeneration < hr.Generation {
 		candidates = append(candidates, readySince(hr).Add(th.StaleStatus))
 	}
-	if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == "False" && c.Reason == meta.DependencyNotReadyReason {
+	if c := condition(hr, meta.ReadyCondition); c != nil && c.Status == "False" && c.Reason == meta.DependencyNotReadyReason {
 		candidates = append(candidates, c.LastTransitionTime.Add(th.DependencyNotReady))
 		for _, d := range deps {
 			candidates = append(candidates, readySince(d).Add(th.DependencyNotReady))

@@ -8,7 +8,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,7 +193,7 @@ func stillStuck(hr *helmv2.HelmRelease, rule syncmedic.RuleID) string {
 			return "no longer has a stale status"
 		}
 	case syncmedic.RuleDependencyNotReadyFalse:
-		c := conditions.Get(hr, meta.ReadyCondition)
+		c := condition(hr, meta.ReadyCondition)
 		if c == nil || c.Status != "False" || c.Reason != meta.DependencyNotReadyReason {
 			return "is no longer waiting for a dependency"
 		}

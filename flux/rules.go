@@ -9,7 +9,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/syncmedic/syncmedic"
@@ -47,7 +46,7 @@ func ReleaseDeletionStuck(obs ReleaseObservation, now time.Time, th Thresholds) 
 		return nil
 	}
 	since := dt.Time
-	ready := conditions.Get(hr, meta.ReadyCondition)
+	ready := condition(hr, meta.ReadyCondition)
 	var why string
 	switch {
 	case ready != nil && ready.Status == "False" && !ready.LastTransitionTime.Time.Before(dt.Time):
@@ -93,7 +92,7 @@ var oldMessageRe = regexp.MustCompile(`^(Helm (install|upgrade|rollback|test) su
 // no status.history) and whose observedGeneration has stayed behind its generation past the threshold.
 func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	hr := obs.Release
-	msg := conditions.GetMessage(hr, meta.ReadyCondition)
+	msg := conditionMessage(hr, meta.ReadyCondition)
 	oldFormat := oldMessageRe.MatchString(strings.TrimSpace(msg))
 	if !oldFormat || len(hr.Status.History) > 0 || hr.Status.ObservedGeneration >= hr.Generation {
 		return nil
@@ -128,7 +127,7 @@ func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmed
 // the condition), and when a dependency has a readyExpr (API ≥ v1.4), which replaces the built-in check.
 func DependencyNotReadyFalse(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	hr := obs.Release
-	ready := conditions.Get(hr, meta.ReadyCondition)
+	ready := condition(hr, meta.ReadyCondition)
 	if ready == nil || ready.Status != "False" || ready.Reason != meta.DependencyNotReadyReason || !obs.DependenciesKnown ||
 		len(hr.Spec.DependsOn) == 0 || hr.Spec.Suspend || len(obs.ReadyExprs) > 0 {
 		return nil
@@ -141,7 +140,7 @@ func DependencyNotReadyFalse(obs ReleaseObservation, now time.Time, th Threshold
 			ns = hr.Namespace
 		}
 		dep, ok := obs.Dependencies[types.NamespacedName{Namespace: ns, Name: d.Name}]
-		if !ok || dep == nil || !conditions.IsReady(dep) || dep.Status.ObservedGeneration != dep.Generation {
+		if !ok || dep == nil || !isReady(dep) || dep.Status.ObservedGeneration != dep.Generation {
 			return nil
 		}
 		depReady := readySince(dep)
@@ -179,8 +178,8 @@ const ParamEscalate = "escalate"
 // RetriesExhausted reports a HelmRelease that is Stalled because install or upgrade retries are exhausted.
 func RetriesExhausted(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	hr := obs.Release
-	stalled := conditions.Get(hr, meta.StalledCondition)
-	ready := conditions.Get(hr, meta.ReadyCondition)
+	stalled := condition(hr, meta.StalledCondition)
+	ready := condition(hr, meta.ReadyCondition)
 	match := stalled != nil && stalled.Status == "True" && (stalled.Reason == RetriesExceededReason || strings.Contains(stalled.Message, "retries exhausted"))
 	if !match && ready != nil && ready.Status == "False" && strings.Contains(ready.Message, "retries exhausted") {
 		match = true
@@ -273,14 +272,14 @@ func reconcileRemedy(hr *helmv2.HelmRelease, description string) syncmedic.Remed
 }
 
 func readySince(hr *helmv2.HelmRelease) time.Time {
-	if t := conditions.GetLastTransitionTime(hr, meta.ReadyCondition); t != nil {
+	if t := conditionTransition(hr, meta.ReadyCondition); t != nil {
 		return t.Time
 	}
 	return hr.CreationTimestamp.Time
 }
 
 func conditionText(hr *helmv2.HelmRelease, t string) string {
-	c := conditions.Get(hr, t)
+	c := condition(hr, t)
 	if c == nil {
 		return "absent"
 	}
