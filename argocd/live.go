@@ -75,9 +75,10 @@ func orphanCheckAt(op *v1alpha1.OperationState, th Thresholds) time.Time {
 	return op.FinishedAt.Add(th.HookFinalizer)
 }
 
-// operationSignature changes whenever the operation state changes in a way a person would call progress: phase,
-// message, start, and each hook's phase.
-func operationSignature(op *v1alpha1.OperationState) string {
+// OperationSignature is what the watcher compares to tell an operation's progress: a change of it restarts the
+// thresholds counted from the last change. It changes whenever the operation state changes in a way a person would
+// call progress: phase, message, start, and each hook's phase.
+func OperationSignature(op *v1alpha1.OperationState) string {
 	if op == nil {
 		return ""
 	}

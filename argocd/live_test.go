@@ -68,9 +68,9 @@ func TestNextDeadline(t *testing.T) {
 func TestOperationSignature(t *testing.T) {
 	a := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)
 	b := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationSucceeded)
-	require.NotEqual(t, operationSignature(a), operationSignature(b), "a hook phase change is progress")
-	require.Equal(t, operationSignature(a), operationSignature(runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)))
-	require.Empty(t, operationSignature(nil))
+	require.NotEqual(t, OperationSignature(a), OperationSignature(b), "a hook phase change is progress")
+	require.Equal(t, OperationSignature(a), OperationSignature(runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)))
+	require.Empty(t, OperationSignature(nil))
 }
 
 func TestSyncRequest(t *testing.T) {

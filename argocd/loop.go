@@ -95,7 +95,7 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 		l.apps[key] = st
 		l.w.stats.apps.Add(1)
 	}
-	sig := operationSignature(a.Status.OperationState)
+	sig := OperationSignature(a.Status.OperationState)
 	if st.app != nil && sig != st.opSig {
 		st.stateSince = l.w.o.Now()
 	}

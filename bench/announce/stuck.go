@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -93,7 +93,7 @@ func startOpWatch(t testing.TB, stack *testenv.RealArgoCD) *opWatch {
 				continue
 			}
 			at := time.Now()
-			sig := opSignature(app.Status.OperationState)
+			sig := argocd.OperationSignature(app.Status.OperationState) // serve's own notion of a change
 			o.mu.Lock()
 			h := o.changed[app.Name]
 			if len(h) == 0 || h[len(h)-1].sig != sig {
@@ -117,21 +117,6 @@ func (o *opWatch) lastChangeBefore(app string, t time.Time) time.Time {
 		}
 	}
 	return last
-}
-
-// opSignature mirrors the operation signature of syncmedic's Argo CD watcher (argocd/live.go).
-func opSignature(op *v1alpha1.OperationState) string {
-	if op == nil {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString(string(op.Phase) + "|" + op.StartedAt.UTC().Format(time.RFC3339) + "|" + op.Message)
-	if op.SyncResult != nil {
-		for _, r := range op.SyncResult.Resources {
-			b.WriteString("|" + r.Kind + "/" + r.Name + "=" + string(r.HookPhase) + "," + string(r.Status))
-		}
-	}
-	return b.String()
 }
 
 // heldSince is when the old hook Job of a stuck app was deleted (its deletionTimestamp), zero if it is not.
