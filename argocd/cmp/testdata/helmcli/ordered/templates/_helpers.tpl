@@ -1,0 +1,1 @@
+{{- define "ordered.unused" -}}partial{{- end -}}
