@@ -271,7 +271,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	d.stage = syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: metrics, Workers: 4})
 	// A ConfigMap store may be unreachable at start (the apiserver restarting): serve starts anyway, unready, and
 	// announces nothing until the stored incidents load. A state file that cannot be read is an error at once.
-	d.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: policy.Get, Publisher: d.dispatcher,
+	d.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: policy.Get, Publisher: reevaluateAfterRemedies(d.dispatcher, deps.Triggers),
 		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics, LoadLater: o.stateConfigMap != ""})
 	if err != nil {
 		return nil, fmt.Errorf("load incidents: %w", err)
@@ -431,4 +431,26 @@ func podNamespace() string {
 		return strings.TrimSpace(string(b))
 	}
 	return "default"
+}
+
+// remedyRecheck is when, after a remedy changed something, its subject is evaluated again (besides at once).
+var remedyRecheck = []time.Duration{2 * time.Second, 10 * time.Second}
+
+// reevaluateAfterRemedies forwards the tracker's events to next and, when a remedy changed something (an applied
+// attempt that succeeded with Changed), asks the subject's component to evaluate it again at once: a removed hook
+// finalizer or a terminated operation need not show in the Application object, and the incident would otherwise
+// stay open until the next live-state read (--argocd-live-resync). Subjects no component owns are ignored.
+func reevaluateAfterRemedies(next syncmedic.Publisher, t *triggers) syncmedic.Publisher {
+	return syncmedic.PublisherFunc(func(ev syncmedic.Event) {
+		next.Publish(ev)
+		if a := ev.Attempt; ev.Kind == syncmedic.EventRemediated && a != nil && a.Changed && a.Result == syncmedic.ResultSucceeded {
+			subject := ev.Incident.Subject
+			t.Fire(subject)
+			// The controllers act on the change a moment later (the garbage collector deletes the Job whose last
+			// finalizer went, the application-controller starts the sync): look again once they have had time to.
+			for _, after := range remedyRecheck {
+				time.AfterFunc(after, func() { t.Fire(subject) })
+			}
+		}
+	})
 }

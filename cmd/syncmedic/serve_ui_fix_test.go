@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,7 +43,10 @@ func startFixServe(t *testing.T, env *testenv.Env, argo *testenv.ArgoCDServer, p
 	r := startServeOn(t, addr, "--kubeconfig", env.Kubeconfig,
 		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
 		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
-		"--policy-file", writeFile(t, "policy.yaml", policy), "--flux-watch=false", "--kube-events=false")
+		"--policy-file", writeFile(t, "policy.yaml", policy), "--flux-watch=false", "--kube-events=false",
+		// No periodic re-read of live state during the test: an incident a fix resolved resolves because serve
+		// evaluates the application again after the remedy (reevaluateAfterRemedies), not at the next resync.
+		"--argocd-live-resync", "10m")
 	s := &fixServe{uiServe{Base: r.Base, Token: token, Logs: r.Logs}}
 	t.Cleanup(func() { require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token") })
 	require.Eventually(t, func() bool { code, _ := get(s.Base + "/readyz"); return code == http.StatusOK }, 60*time.Second, 50*time.Millisecond, s.Logs.String())
@@ -151,6 +155,13 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur))
 		require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "a plan changes nothing")
 	})
+	// The extension follows the application's incidents as a server-sent event stream through the same proxy.
+	events := followIncidents(t, base+"?watch=true&state=all", viaArgoCD(alice))
+	t.Run("the live stream reaches the extension through argocd-server's proxy", func(t *testing.T) {
+		list := events.next(t, func(l ui.IncidentList) bool { return len(l.Items) == 1 })
+		require.Equal(t, inc.ID, list.Items[0].ID)
+		require.NotEqual(t, "resolved", list.Items[0].State)
+	})
 	t.Run("alice confirms and the finalizer goes through argocd-server", func(t *testing.T) {
 		code, body := postJSON(t, fixURL, `{"confirm": "`+plan.Confirm+`"}`, viaArgoCD(alice))
 		require.Equal(t, http.StatusOK, code, body)
@@ -163,6 +174,10 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 			err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{})
 			return apierrors.IsNotFound(err)
 		}, 30*time.Second, 50*time.Millisecond, "the held Job is gone once its finalizer is")
+	})
+	t.Run("the fixed incident resolves at once, and the live stream tells the extension without a poll", func(t *testing.T) {
+		list := events.next(t, func(l ui.IncidentList) bool { return len(l.Items) == 1 && l.Items[0].State == "resolved" })
+		require.Equal(t, inc.ID, list.Items[0].ID)
 	})
 	t.Run("the audit trail names alice: the log line and the incident's attempt", func(t *testing.T) {
 		require.Contains(t, serve.Logs.String(), "requestedBy=\"argocd user alice via argocd-extension\"")
@@ -178,4 +193,56 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		}, 30*time.Second, 200*time.Millisecond)
 		require.Contains(t, []int{http.StatusConflict, http.StatusTooManyRequests}, code, body)
 	})
+}
+
+// incidentStream is an open ?watch=true stream of the incident API: each event's list, as it arrives.
+type incidentStream struct{ lists chan ui.IncidentList }
+
+// followIncidents opens the stream at url with header and reads it until the test ends.
+func followIncidents(t *testing.T, url string, header http.Header) *incidentStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header = header.Clone()
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	s := &incidentStream{lists: make(chan ui.IncidentList, 64)}
+	go func() {
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var l ui.IncidentList
+			if json.Unmarshal([]byte(data), &l) == nil {
+				s.lists <- l
+			}
+		}
+		close(s.lists)
+	}()
+	return s
+}
+
+// next returns the first list the stream sends that satisfies ok, failing after 30 seconds.
+func (s *incidentStream) next(t *testing.T, ok func(ui.IncidentList) bool) ui.IncidentList {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, open := <-s.lists:
+			require.True(t, open, "the stream ended")
+			if ok(l) {
+				return l
+			}
+		case <-deadline:
+			t.Fatal("no such list on the stream within 30s")
+		}
+	}
 }
