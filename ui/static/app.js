@@ -12,6 +12,8 @@
   var stream = null; // the AbortController of the live stream
   var last = null; // the last list rendered
   var fixes = {}; // incident ID -> {busy, plan, result, error}: survives re-renders
+  var seen = {}; // incident ID -> the incident as last listed
+  var finals = {}; // incident ID -> the incident as read by ID once it left the list after a fix (false: being read)
 
   // A token in the URL fragment (#token=...) is moved to this tab's session storage and removed from the address bar;
   // the fragment is never sent to a server.
@@ -73,8 +75,9 @@
 
   // fixBox is the Fix button, the plan to confirm, or the outcome, for an incident the caller may fix.
   function fixBox(inc) {
-    if (!inc.fix || inc.state === 'resolved') return null;
+    if (!inc.fix) return null;
     var s = fixes[inc.id] || {};
+    if (inc.state === 'resolved') return s.result ? el('div', { 'class': 'fix' }, [fixResult(s.result)]) : null;
     if (!inc.fix.allowed) {
       return el('p', { 'class': 'fix-denied meta' }, ['Fix on demand: ' + inc.fix.reason]);
     }
@@ -88,12 +91,14 @@
     } else {
       parts.push(button('fix-plan', 'Fix…', function () { requestFix(inc.id, ''); }, s.busy));
     }
-    if (s.result) {
-      parts.push(el('p', { 'class': 'fix-result' }, [s.result.action + ': ' + s.result.result + (s.result.changed ? ' (changed)' : ' (nothing to change)') +
-        (s.result.error ? ' — ' + s.result.error : '')]));
-    }
+    if (s.result) parts.push(fixResult(s.result));
     if (s.error) parts.push(el('p', { 'class': 'fix-error' }, [s.error]));
     return el('div', { 'class': 'fix' }, parts);
+  }
+
+  function fixResult(r) {
+    return el('p', { 'class': 'fix-result' }, [r.action + ': ' + r.result + (r.changed ? ' (changed)' : ' (nothing to change)') +
+      (r.error ? ' — ' + r.error : '')]);
   }
 
   // requestFix asks for the plan (confirm empty) or applies the reviewed plan.
@@ -150,15 +155,36 @@
 
   function rerender() { if (last) render(last); }
 
+  // fixedAndGone returns the incidents fixed from this page that have left the list (a fix resolves its incident,
+  // and an open-only list drops it): they stay shown, resolved, with the fix's outcome, until the page is reloaded.
+  // Each is read once by ID for its final state (its timeline says who asked for the fix).
+  function fixedAndGone(listed) {
+    var out = [];
+    Object.keys(fixes).forEach(function (id) {
+      if (!fixes[id].result || listed[id] || !seen[id]) return;
+      if (finals[id]) { out.push(finals[id]); return; }
+      out.push(Object.assign({}, seen[id], { state: 'resolved' }));
+      if (finals[id] === false) return;
+      finals[id] = false;
+      fetch(api + '/' + encodeURIComponent(id), { headers: { Authorization: 'Bearer ' + sessionStorage.getItem(tokenKey) }, cache: 'no-store' })
+        .then(function (res) { if (!res.ok) throw new Error('HTTP ' + res.status); return res.json(); })
+        .then(function (inc) { finals[id] = inc; rerender(); }, function () { delete finals[id]; });
+    });
+    return out;
+  }
+
   function render(list) {
     last = list;
+    var listed = {};
+    list.items.forEach(function (inc) { listed[inc.id] = true; seen[inc.id] = inc; });
+    var items = list.items.concat(fixedAndGone(listed));
     var main = document.getElementById('incidents');
     main.textContent = '';
-    if (!list.items.length) {
+    if (!items.length) {
       main.appendChild(el('p', { 'class': 'empty' }, [state === 'open' ? 'No open incidents.' : 'No incidents.']));
       return;
     }
-    list.items.forEach(function (inc) { main.appendChild(card(inc)); });
+    items.forEach(function (inc) { main.appendChild(card(inc)); });
   }
 
   function setStatus(text) { document.getElementById('status').textContent = text; }

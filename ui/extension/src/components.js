@@ -26,7 +26,11 @@ const primary = Object.assign({}, button, { background: '#0dadea', color: '#fff'
 function FixBox(props) {
   const inc = props.incident;
   const [s, setS] = React.useState({});
-  if (!inc.fix || inc.state === 'resolved') return null;
+  if (!inc.fix) return null;
+  const outcome = s.result ? h('div', { className: 'syncmedic-fix-result', style: { color: '#18be94', marginTop: 6 } },
+    s.result.action + ': ' + s.result.result + (s.result.changed ? ' (changed)' : ' (nothing to change)') + (s.result.error ? ' — ' + s.result.error : '')) : null;
+  // A fix resolves its incident, often at once: the outcome stays shown on the resolved incident.
+  if (inc.state === 'resolved') return outcome;
   if (!inc.fix.allowed) return h('div', { className: 'syncmedic-fix-denied', style: { color: '#6d7f8b', marginTop: 6 } }, 'Fix on demand: ' + inc.fix.reason);
   const ask = (confirm) => {
     setS((prev) => Object.assign({}, prev, { busy: true, error: '' }));
@@ -48,8 +52,7 @@ function FixBox(props) {
       h('button', { key: 'c', className: 'syncmedic-fix-confirm', style: primary, disabled: !!s.busy, onClick: () => ask(s.plan.confirm) }, 'Apply this fix'),
       h('button', { key: 'x', className: 'syncmedic-fix-cancel', style: button, disabled: !!s.busy, onClick: () => setS({}) }, 'Cancel'),
     ] : h('button', { className: 'syncmedic-fix-plan', style: button, disabled: !!s.busy, onClick: () => ask('') }, 'Fix…'),
-    s.result ? h('div', { className: 'syncmedic-fix-result', style: { color: '#18be94', marginTop: 6 } },
-      s.result.action + ': ' + s.result.result + (s.result.changed ? ' (changed)' : ' (nothing to change)') + (s.result.error ? ' — ' + s.result.error : '')) : null,
+    outcome,
     s.error ? h('div', { className: 'syncmedic-fix-error', style: { color: '#e96d76', marginTop: 6 } }, s.error) : null);
 }
 

@@ -9,26 +9,74 @@ const React = window.React;
 const h = React.createElement;
 const pollMillis = 10000;
 
-// useIncidents polls the incident API for the application's incidents (open and recently resolved).
+const retryMillis = 30000;
+
+// refusal words a refusal of argocd-server's proxy.
+function refusal(res) {
+  return new Error(res.status === 401 || res.status === 403 ? 'not allowed to invoke the syncmedic extension (RBAC: extensions, invoke, syncmedic)' : 'HTTP ' + res.status);
+}
+
+// useIncidents follows the application's incidents (open and recently resolved): the incident API's live stream
+// (?watch=true, server-sent events, which argocd-server's proxy extension passes through as they come), read with
+// fetch so Argo CD's headers go along; when the stream cannot be opened or ends, it polls every pollMillis and tries
+// the stream again after retryMillis.
 function useIncidents(application) {
   const [state, setState] = React.useState({ loading: true, items: [], error: '' });
   const [tick, setTick] = React.useState(0);
   const key = application && application.metadata ? application.metadata.namespace + ':' + application.metadata.name : '';
   React.useEffect(() => {
     let stopped = false;
+    let live = false;
     let timer = null;
-    const load = () => {
-      fetch(api + '?state=all', { headers: appHeaders(application), credentials: 'same-origin', cache: 'no-store' })
-        .then((res) => {
-          if (!res.ok) throw new Error(res.status === 401 || res.status === 403 ? 'not allowed to invoke the syncmedic extension (RBAC: extensions, invoke, syncmedic)' : 'HTTP ' + res.status);
-          return res.json();
-        })
-        .then((list) => { if (!stopped) setState({ loading: false, items: list.items || [], error: '' }); })
-        .catch((err) => { if (!stopped) setState((s) => ({ loading: false, items: s.items, error: err.message })); })
-        .then(() => { if (!stopped) timer = setTimeout(load, pollMillis); });
+    let retry = null;
+    let ctrl = null;
+    const url = api + '?state=all';
+    const opts = () => ({ headers: appHeaders(application), credentials: 'same-origin', cache: 'no-store' });
+    const got = (list) => { if (!stopped) setState({ loading: false, items: list.items || [], error: '' }); };
+    const failed = (err) => { if (!stopped) setState((s) => ({ loading: false, items: s.items, error: err.message })); };
+    const poll = () => {
+      fetch(url, opts())
+        .then((res) => { if (!res.ok) throw refusal(res); return res.json(); })
+        .then(got, failed)
+        .then(() => { if (!stopped && !live) timer = setTimeout(poll, pollMillis); });
     };
-    load();
-    return () => { stopped = true; clearTimeout(timer); };
+    const follow = () => {
+      ctrl = new AbortController();
+      fetch(url + '&watch=true', Object.assign(opts(), { signal: ctrl.signal }))
+        .then((res) => {
+          if (!res.ok || !res.body) throw refusal(res);
+          live = true;
+          clearTimeout(timer);
+          const reader = res.body.getReader();
+          const decoder = new TextDecoder();
+          let buf = '';
+          const pump = () => reader.read().then((r) => {
+            if (r.done) throw new Error('the live stream ended');
+            buf += decoder.decode(r.value, { stream: true });
+            let i;
+            while ((i = buf.indexOf('\n\n')) >= 0) {
+              const ev = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              ev.split('\n').forEach((line) => { if (line.indexOf('data: ') === 0) got(JSON.parse(line.slice(6))); });
+            }
+            return pump();
+          });
+          return pump();
+        })
+        .catch(() => {
+          if (stopped) return;
+          live = false;
+          poll();
+          retry = setTimeout(follow, retryMillis);
+        });
+    };
+    follow();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      clearTimeout(retry);
+      if (ctrl) ctrl.abort();
+    };
   }, [key, tick]);
   // reload reads the incidents again at once (after a fix).
   return Object.assign({}, state, { reload: () => setTick((n) => n + 1) });
