@@ -332,7 +332,7 @@ func TestChartValues(t *testing.T) {
 	}
 
 	t.Run("helm lint --strict finds nothing to say", func(t *testing.T) {
-		out, err := helmCommand(t, "lint", "--strict", chartDir).CombinedOutput()
+		out, err := testenv.HelmCommand(t, "lint", "--strict", chartDir).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "0 chart(s) failed")
 	})

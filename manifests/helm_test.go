@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,7 +40,7 @@ func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, er
 		}
 		args = append(args, "--set", s)
 	}
-	cmd := helmCommand(t, args...)
+	cmd := testenv.HelmCommand(t, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -51,31 +48,6 @@ func runHelm(t *testing.T, release, namespace string, set ...string) ([]byte, er
 		return nil, errors.New(stderr.String())
 	}
 	return out, nil
-}
-
-// helmCommand is bin/helm with args and a private helm home: nothing is read from or written to the user's helm
-// configuration.
-func helmCommand(t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(helmBinary(t), args...)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
-	return cmd
-}
-
-// helmBinary is bin/helm; under -short (no tools) the test is skipped.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs bin/helm (make tools-helm); skipped under -short")
-	}
-	bin, err := testenv.BinDir()
-	require.NoError(t, err)
-	path := filepath.Join(bin, "helm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("helm not found in %s: run `make tools-helm` first", bin)
-	}
-	return path
 }
 
 // decodeObjects splits a multi-document YAML stream into objects, skipping empty documents.

@@ -3,8 +3,6 @@ package cmp
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +16,6 @@ import (
 // what the real helm CLI prints for `helm template --include-crds`, document for document, CRDs, install order,
 // hooks, values, --set, --kube-version and --api-versions included.
 func TestHelmRenderingIsWhatTheHelmCLIPrints(t *testing.T) {
-	helm := helmCLI(t)
 	tests := []struct {
 		name  string
 		dir   string
@@ -48,9 +45,7 @@ func TestHelmRenderingIsWhatTheHelmCLIPrints(t *testing.T) {
 
 			args := []string{"template", "shop", tt.dir, "--include-crds", "--namespace", "shop"}
 			args = append(args, tt.flags...)
-			cmd := exec.Command(helm, args...)
-			home := t.TempDir()
-			cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+			cmd := testenv.HelmCommand(t, args...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -78,19 +73,4 @@ func docTexts(docs []Doc) []string {
 		}
 	}
 	return out
-}
-
-// helmCLI is bin/helm (hack/helm-tools.sh); under -short (no tools) the test is skipped.
-func helmCLI(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs bin/helm (make tools-helm); skipped under -short")
-	}
-	bin, err := testenv.BinDir()
-	require.NoError(t, err)
-	path := filepath.Join(bin, "helm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("helm not found in %s: run `make tools-helm` first", bin)
-	}
-	return path
 }
