@@ -281,7 +281,7 @@ func HookImmutable(obs AppObservation, now time.Time, th Thresholds) []syncmedic
 					h.GetDeletionTimestamp().UTC().Format(time.RFC3339), h.GetFinalizers()),
 				Commands: []string{
 					fmt.Sprintf("kubectl -n %s get %s %s -o jsonpath='{.metadata.finalizers}'", h.GetNamespace(), strings.ToLower(h.GetKind()), h.GetName()),
-					keptHookCommands(obs, h)[1],
+					plainSyncCommand(obs),
 				},
 			}
 		default:
@@ -304,9 +304,14 @@ func keptHookCommands(obs AppObservation, h *unstructured.Unstructured) []string
 	if g := h.GroupVersionKind().Group; g != "" {
 		del += " --group " + g
 	}
+	return []string{del, plainSyncCommand(obs)}
+}
+
+// plainSyncCommand is the `argocd app sync` a person runs to sync the application again as its last operation did.
+func plainSyncCommand(obs AppObservation) string {
 	p := map[string]string{}
 	syncParams(obs, p)
-	return []string{del, syncCommand(obs, p)}
+	return syncCommand(obs, p)
 }
 
 // OperationStuck reports any operation Running or Terminating past the threshold with no change in its state.

@@ -96,6 +96,14 @@ func TestEvaluate(t *testing.T) {
 	th := DefaultThresholds()
 	const waiting = "waiting for completion of hook batch/Job/migrate"
 	immutable := `one or more objects failed to apply, reason: Job.batch "migrate" is invalid: spec.template: Invalid value: core.PodTemplateSpec{}: field is immutable`
+	// keptImmutableHook is the observation of a sync that failed with immutable on the old PreSync hook Job migrate,
+	// which its delete policy (HookSucceeded) keeps, with finalizers and, when deleted is not nil, its deletion
+	// timestamp.
+	keptImmutableHook := func(t *testing.T, finalizers []string, deleted *metav1.Time) AppObservation {
+		j := hookJob(t, finalizers, deleted, false)
+		j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
+		return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+	}
 	tests := []struct {
 		name  string
 		obs   func(t *testing.T) AppObservation
@@ -305,9 +313,7 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "a failed hook kept by HookSucceeded blocks every later sync with field is immutable: delete it through Argo CD",
 			obs: func(t *testing.T) AppObservation {
-				j := hookJob(t, nil, nil, false)
-				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
-				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+				return keptImmutableHook(t, nil, nil)
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
@@ -319,9 +325,7 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "a failed hook kept by HookSucceeded that also keeps the hook finalizer gets one plan: remove the finalizer, no sync that would fail again",
 			obs: func(t *testing.T) AppObservation {
-				j := hookJob(t, []string{HookFinalizer}, nil, false)
-				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
-				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+				return keptImmutableHook(t, []string{HookFinalizer}, nil)
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
@@ -339,17 +343,13 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "an old hook a person just deleted (foreground deletion in progress) is going away: nothing to report, no sync that would race theirs",
 			obs: func(t *testing.T) AppObservation {
-				j := hookJob(t, []string{"foregroundDeletion"}, ago(20*time.Second), false)
-				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
-				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+				return keptImmutableHook(t, []string{"foregroundDeletion"}, ago(20*time.Second))
 			},
 		},
 		{
 			name: "an old hook deleting past the threshold is stuck deleting: a person looks at what holds it, no sync that would fail the same way",
 			obs: func(t *testing.T) AppObservation {
-				j := hookJob(t, []string{"example.com/cleanup"}, ago(10*time.Minute), false)
-				j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
-				return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
+				return keptImmutableHook(t, []string{"example.com/cleanup"}, ago(10*time.Minute))
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookImmutable},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
