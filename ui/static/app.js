@@ -12,7 +12,7 @@
   var stream = null; // the AbortController of the live stream
   var last = null; // the last list rendered
   var fixes = {}; // incident ID -> {busy, plan, result, error}: survives re-renders
-  var seen = {}; // incident ID -> the incident as last listed
+  var seen = {}; // incident ID -> the incident as last listed, for the incidents a fix was asked for
   var finals = {}; // incident ID -> the incident as read by ID once it left the list after a fix (false: being read)
 
   // A token in the URL fragment (#token=...) is moved to this tab's session storage and removed from the address bar;
@@ -176,7 +176,10 @@
   function render(list) {
     last = list;
     var listed = {};
-    list.items.forEach(function (inc) { listed[inc.id] = true; seen[inc.id] = inc; });
+    list.items.forEach(function (inc) {
+      listed[inc.id] = true;
+      if (fixes[inc.id]) seen[inc.id] = inc;
+    });
     var items = list.items.concat(fixedAndGone(listed));
     var main = document.getElementById('incidents');
     main.textContent = '';

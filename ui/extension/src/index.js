@@ -30,15 +30,16 @@ function useIncidents(application) {
     let timer = null;
     let retry = null;
     let ctrl = null;
+    let polls = 0; // the poll loop running; an older loop stops at its next turn
     const url = api + '?state=all';
     const opts = () => ({ headers: appHeaders(application), credentials: 'same-origin', cache: 'no-store' });
     const got = (list) => { if (!stopped) setState({ loading: false, items: list.items || [], error: '' }); };
     const failed = (err) => { if (!stopped) setState((s) => ({ loading: false, items: s.items, error: err.message })); };
-    const poll = () => {
+    const poll = (loop) => {
       fetch(url, opts())
         .then((res) => { if (!res.ok) throw refusal(res); return res.json(); })
         .then(got, failed)
-        .then(() => { if (!stopped && !live) timer = setTimeout(poll, pollMillis); });
+        .then(() => { if (!stopped && !live && loop === polls) timer = setTimeout(() => poll(loop), pollMillis); });
     };
     const follow = () => {
       ctrl = new AbortController();
@@ -46,6 +47,7 @@ function useIncidents(application) {
         .then((res) => {
           if (!res.ok || !res.body) throw refusal(res);
           live = true;
+          polls++;
           clearTimeout(timer);
           const reader = res.body.getReader();
           const decoder = new TextDecoder();
@@ -66,7 +68,7 @@ function useIncidents(application) {
         .catch(() => {
           if (stopped) return;
           live = false;
-          poll();
+          poll(++polls);
           retry = setTimeout(follow, retryMillis);
         });
     };
