@@ -2,7 +2,6 @@ package flux
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -83,18 +82,22 @@ func ReleaseDeletionStuck(obs ReleaseObservation, now time.Time, th Thresholds) 
 	return []syncmedic.Finding{f}
 }
 
-// oldMessageRe matches the Ready messages helm-controller wrote before v2beta2 (Flux < 2.2): "Helm upgrade
-// succeeded", "Release reconciliation succeeded"; v2beta2+ controllers write "Helm upgrade succeeded for release
-// ns/name.vN with chart name@version".
-var oldMessageRe = regexp.MustCompile(`^(Helm (install|upgrade|rollback|test) succeeded|Release reconciliation succeeded)$`)
+// oldReadyMessages are the Ready messages helm-controller wrote before v2beta2 (Flux < 2.2); v2beta2+ controllers
+// write "Helm upgrade succeeded for release ns/name.vN with chart name@version".
+var oldReadyMessages = map[string]bool{
+	"Helm install succeeded": true, "Helm upgrade succeeded": true, "Helm rollback succeeded": true,
+	"Helm test succeeded": true, "Release reconciliation succeeded": true,
+}
 
 // StaleStatus reports a HelmRelease whose status was written by a pre-v2beta2 controller (old-format Ready message,
 // no status.history) and whose observedGeneration has stayed behind its generation past the threshold.
 func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	hr := obs.Release
+	if len(hr.Status.History) > 0 || hr.Status.ObservedGeneration >= hr.Generation {
+		return nil
+	}
 	msg := conditionMessage(hr, meta.ReadyCondition)
-	oldFormat := oldMessageRe.MatchString(strings.TrimSpace(msg))
-	if !oldFormat || len(hr.Status.History) > 0 || hr.Status.ObservedGeneration >= hr.Generation {
+	if !oldReadyMessages[strings.TrimSpace(msg)] {
 		return nil
 	}
 	since := readySince(hr)
