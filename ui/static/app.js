@@ -8,7 +8,8 @@
   var pollMillis = 5000;
   var tokenKey = 'syncmedic.token';
   var state = 'open';
-  var timer = null;
+  var retryTimer = null; // the next attempt at the live stream, while it is down
+  var pollTimer = null; // the next poll, while the live stream is down
   var stream = null; // the AbortController of the live stream
   var last = null; // the last list rendered
   var fixes = {}; // incident ID -> {busy, plan, result, error}: survives re-renders
@@ -219,7 +220,8 @@
 
   // follow reads the live stream until it ends, then polls and tries the stream again.
   function follow() {
-    clearTimeout(timer);
+    clearTimeout(retryTimer);
+    clearTimeout(pollTimer);
     if (stream) stream.abort();
     var token = sessionStorage.getItem(tokenKey);
     if (!token) {
@@ -257,15 +259,18 @@
         stream = null;
         setStatus('not live: ' + err.message);
         poll();
-        timer = setTimeout(follow, 30000);
+        retryTimer = setTimeout(follow, 30000);
       });
   }
 
   function poll() {
-    clearTimeout(timer);
+    clearTimeout(pollTimer);
     refresh()
       .catch(function (err) { setStatus('not updated: ' + err.message); })
-      .then(function () { if (!stream) timer = setTimeout(poll, pollMillis); });
+      .then(function () {
+        clearTimeout(pollTimer); // a poll that started while this one was out has scheduled the next already
+        if (!stream) pollTimer = setTimeout(poll, pollMillis);
+      });
   }
 
   document.getElementById('login').addEventListener('submit', function (e) {
