@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -164,15 +165,22 @@ func (r *Receiver) reply(w http.ResponseWriter, code int, result, msg string) {
 	_, _ = io.WriteString(w, msg+"\n")
 }
 
-// Run hands queued events to Handle until ctx is cancelled; afterwards the receiver answers 503. Events still
-// queued at shutdown are counted in the log and dropped: notification-controller only forwards, so the watcher's
-// own view of the HelmRelease (not the event) is what syncmedic acts on. sink is unused: the receiver reports
-// nothing itself; its Handle triggers the evaluations.
+// batchWindow is how far apart events must arrive for each to be handed over as soon as it comes. Closer than
+// that (an event storm: Flux restarting, a mass upgrade) Run waits out the window once it is woken and hands over
+// everything queued by then, so it is woken about once per window instead of once per event; nothing is dropped,
+// merged or reordered, and an event that comes alone is handed over at once.
+const batchWindow = time.Millisecond
+
+// Run hands queued events to Handle, in the order they were accepted, until ctx is cancelled; afterwards the
+// receiver answers 503. Events still queued at shutdown are counted in the log and dropped: notification-controller
+// only forwards, so the watcher's own view of the HelmRelease (not the event) is what syncmedic acts on. sink is
+// unused: the receiver reports nothing itself; its Handle triggers the evaluations.
 func (r *Receiver) Run(ctx context.Context, _ syncmedic.Sink) error {
 	if !r.runMutex.TryLock() {
 		return errors.New("flux receiver: Run called twice")
 	}
 	defer r.runMutex.Unlock()
+	var woken time.Time // when the last batch was handed over
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,7 +192,24 @@ func (r *Receiver) Run(ctx context.Context, _ syncmedic.Sink) error {
 			}
 			return nil
 		case ev := <-r.queue:
+			if time.Since(woken) < batchWindow {
+				time.Sleep(batchWindow)
+			}
 			r.handle(ctx, ev)
+			r.drain(ctx)
+			woken = time.Now()
+		}
+	}
+}
+
+// drain hands over the events queued now, without waiting for more.
+func (r *Receiver) drain(ctx context.Context) {
+	for {
+		select {
+		case ev := <-r.queue:
+			r.handle(ctx, ev)
+		default:
+			return
 		}
 	}
 }

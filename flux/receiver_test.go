@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +247,44 @@ func TestReceiverLimitsABodyOfUnknownLength(t *testing.T) {
 	r.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
 	require.Equal(t, 1.0, counterValue(t, r.counter.WithLabelValues(ResultTooLarge)))
+}
+
+func TestReceiverHandsEveryEventOfAStormOverInOrder(t *testing.T) {
+	const storm = 300
+	handled := make(chan string, storm)
+	r, err := NewReceiver(ReceiverOptions{Token: testToken, Handle: func(_ context.Context, ev *Event) { handled <- ev.InvolvedObject.Name }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx, nil) }()
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	// One connection posting back to back: the events arrive well inside batchWindow of each other.
+	want := make([]string, storm)
+	for i := range want {
+		want[i] = "release-" + strconv.Itoa(i)
+		body, err := json.Marshal(eventv1beta1.Event{
+			InvolvedObject: corev1.ObjectReference{Kind: "HelmRelease", Namespace: "apps", Name: want[i]},
+			Severity:       eventv1beta1.EventSeverityInfo, Reason: "UpgradeSucceeded", ReportingController: "helm-controller",
+		})
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+EventsPath, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set(SignatureHeader, signed(t, "sha256", body))
+		res, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusAccepted, res.StatusCode)
+	}
+	got := make([]string, 0, storm)
+	for len(got) < storm {
+		select {
+		case name := <-handled:
+			got = append(got, name)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d accepted events reached Handle", len(got), storm)
+		}
+	}
+	require.Equal(t, want, got, "every event, once, in the order it was accepted")
 }
