@@ -138,6 +138,18 @@ func TestReceiverResponses(t *testing.T) {
 	}
 }
 
+// postSigned POSTs body to srv's events path, signed sha256 with testToken, and returns the status.
+func postSigned(t *testing.T, srv *httptest.Server, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+EventsPath, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set(SignatureHeader, signed(t, "sha256", body))
+	res, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	return res.StatusCode
+}
+
 func TestReceiverWithoutTokenAcceptsUnsignedEvents(t *testing.T) {
 	r, err := NewReceiver(ReceiverOptions{})
 	require.NoError(t, err)
@@ -157,13 +169,7 @@ func TestReceiverRunHandsEventsOverAndRefusesAfterShutdown(t *testing.T) {
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 	body := sampleEvent(t)
-	req, err := http.NewRequest(http.MethodPost, srv.URL+EventsPath, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set(SignatureHeader, signed(t, "sha256", body))
-	res, err := srv.Client().Do(req)
-	require.NoError(t, err)
-	res.Body.Close()
-	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	require.Equal(t, http.StatusAccepted, postSigned(t, srv, body))
 
 	select {
 	case ev := <-got:
@@ -269,13 +275,7 @@ func TestReceiverHandsEveryEventOfAStormOverInOrder(t *testing.T) {
 			Severity:       eventv1beta1.EventSeverityInfo, Reason: "UpgradeSucceeded", ReportingController: "helm-controller",
 		})
 		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, srv.URL+EventsPath, bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set(SignatureHeader, signed(t, "sha256", body))
-		res, err := srv.Client().Do(req)
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Equal(t, http.StatusAccepted, res.StatusCode)
+		require.Equal(t, http.StatusAccepted, postSigned(t, srv, body))
 	}
 	got := make([]string, 0, storm)
 	for len(got) < storm {

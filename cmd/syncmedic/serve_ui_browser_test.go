@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -67,14 +68,22 @@ func screenshot(t *testing.T, url, name string) {
 	}
 }
 
+// serveAStuckHook runs serve with its incident page against a test cluster in which a hook Job is stuck on its
+// finalizer (in namespace ns), and returns once serve has an incident about it.
+func serveAStuckHook(t *testing.T) (env *testenv.Env, ns string, job *batchv1.Job, serve *uiServe) {
+	t.Helper()
+	env = testenv.Kube(t)
+	ns = env.Namespace(t)
+	job = testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "migrate", App: ns + "-checkout"})
+	serve = startUIServe(t, env)
+	serve.waitIncidents(t, ns, ns+"/"+job.Name)
+	return env, ns, job, serve
+}
+
 // TestIncidentPageInChromium loads the incident page of a running serve, fed by the test control plane, in headless
 // Chromium and checks what it renders.
 func TestIncidentPageInChromium(t *testing.T) {
-	env := testenv.Kube(t)
-	ns := env.Namespace(t)
-	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "migrate", App: ns + "-checkout"})
-	serve := startUIServe(t, env)
-	serve.waitIncidents(t, ns, ns+"/"+job.Name)
+	_, ns, job, serve := serveAStuckHook(t)
 	page := serve.Base + ui.PagePath
 
 	t.Run("with the token the page shows the incident, its evidence and its fix", func(t *testing.T) {

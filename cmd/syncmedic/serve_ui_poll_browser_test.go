@@ -24,11 +24,7 @@ const streamRetry = 30 * time.Second
 // Chromium: it must keep the list current by polling, try the stream again on its own, and once the stream is back
 // follow it alone — one stream, no poll beside it, and no second attempt left over from before a filter change.
 func TestIncidentPagePollsWhileTheLiveStreamIsRefused(t *testing.T) {
-	env := testenv.Kube(t)
-	ns := env.Namespace(t)
-	first := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "migrate", App: ns + "-checkout"})
-	serve := startUIServe(t, env)
-	serve.waitIncidents(t, ns, ns+"/"+first.Name)
+	env, ns, first, serve := serveAStuckHook(t)
 
 	var refuse atomic.Bool
 	refuse.Store(true)
