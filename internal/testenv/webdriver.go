@@ -152,11 +152,15 @@ func (b *Browser) WaitText(want string) {
 	b.t.Helper()
 	deadline := time.Now().Add(b.timeout)
 	var text string
+	var err error
 	for time.Now().Before(deadline) {
-		if err := b.try(http.MethodPost, "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text); err == nil && strings.Contains(text, want) {
+		if err = b.try(http.MethodPost, "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text); err == nil && strings.Contains(text, want) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		b.t.Fatalf("testenv: the page never showed %q; reading it last failed: %v; before that it showed:\n%s", want, err, text)
 	}
 	b.t.Fatalf("testenv: the page never showed %q; it shows:\n%s", want, text)
 }
