@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
@@ -45,7 +46,7 @@ type rigOptions struct {
 	log       *slog.Logger
 }
 
-func startRig(t *testing.T, srv *fakeSlack, o rigOptions) *rig {
+func startRig(t *testing.T, srv *slackrec.Server, o rigOptions) *rig {
 	t.Helper()
 	p, err := syncmedic.LoadPolicy([]byte(o.policy))
 	require.NoError(t, err)
@@ -84,7 +85,7 @@ const autoPolicy = "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n"
 
 func TestIncidentLifeInOneSlackThread(t *testing.T) {
 	ctx := context.Background()
-	srv := newFakeSlack(t)
+	srv := slackrec.New(t)
 	r := startRig(t, srv, rigOptions{policy: autoPolicy, remediers: succeeding()})
 	f := stuckHook("migrate")
 
@@ -93,22 +94,22 @@ func TestIncidentLifeInOneSlackThread(t *testing.T) {
 		r.tracker.Observe(ctx, "argocd/shop", nil)
 	}
 	require.Eventually(t, func() bool {
-		roots := srv.roots()
+		roots := srv.Roots()
 		if len(roots) != 1 {
 			return false
 		}
-		_, replies := srv.thread(roots[0].TS)
+		_, replies := thread(srv, roots[0].TS)
 		return len(replies) == 3
 	}, 5*time.Second, 10*time.Millisecond)
 
-	root := srv.roots()[0]
+	root := srv.Roots()[0]
 	t.Run("one root message announces the incident", func(t *testing.T) {
 		text := blocksText(t, root.Blocks)
 		require.Contains(t, text, "Firing")
 		require.Contains(t, text, "will apply `argocd/remove-hook-finalizer` automatically")
 		require.Contains(t, text, "https://argocd.example.com/applications/argocd/shop")
 	})
-	updates, replies := srv.thread(root.TS)
+	updates, replies := thread(srv, root.TS)
 	t.Run("the root is updated in place as the incident moves", func(t *testing.T) {
 		require.Len(t, updates, 3)
 		require.Contains(t, blocksText(t, updates[0].Blocks), "Remediating")
@@ -124,22 +125,22 @@ func TestIncidentLifeInOneSlackThread(t *testing.T) {
 
 func TestRestartMidIncidentContinuesTheSameThread(t *testing.T) {
 	ctx := context.Background()
-	srv := newFakeSlack(t)
+	srv := slackrec.New(t)
 	store := &syncmedic.FileStore{Path: filepath.Join(t.TempDir(), "incidents.json")}
 	f := stuckHook("migrate")
 
 	first := startRig(t, srv, rigOptions{store: store})
 	first.tracker.Observe(ctx, "argocd/shop", []syncmedic.Finding{f})
 	require.Eventually(t, func() bool {
-		roots := srv.roots()
+		roots := srv.Roots()
 		if len(roots) != 1 {
 			return false
 		}
-		_, replies := srv.thread(roots[0].TS)
+		_, replies := thread(srv, roots[0].TS)
 		return len(replies) == 1 // the dry-run record
 	}, 5*time.Second, 10*time.Millisecond)
 	first.stop()
-	ts := srv.roots()[0].TS
+	ts := srv.Roots()[0].TS
 
 	second := startRig(t, srv, rigOptions{store: store})
 	second.tracker.Observe(ctx, "argocd/shop", []syncmedic.Finding{f})
@@ -147,21 +148,21 @@ func TestRestartMidIncidentContinuesTheSameThread(t *testing.T) {
 		second.tracker.Observe(ctx, "argocd/shop", nil)
 	}
 	require.Eventually(t, func() bool {
-		_, replies := srv.thread(ts)
+		_, replies := thread(srv, ts)
 		return len(replies) == 2
 	}, 5*time.Second, 10*time.Millisecond)
-	require.Len(t, srv.roots(), 1, "no duplicate root message after the restart")
-	updates, replies := srv.thread(ts)
+	require.Len(t, srv.Roots(), 1, "no duplicate root message after the restart")
+	updates, replies := thread(srv, ts)
 	require.Contains(t, replies[1].Text, "Resolved")
 	require.Contains(t, blocksText(t, updates[len(updates)-1].Blocks), "Resolved")
 }
 
 func TestSlackOutageDelaysButLosesNothingAndKeepsOrder(t *testing.T) {
 	ctx := context.Background()
-	srv := newFakeSlack(t)
+	srv := slackrec.New(t)
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv.fail(status(500), status(502), status(503), rateLimited("1"), status(500))
+	srv.FailNext(slackrec.Status(500), slackrec.Status(502), slackrec.Status(503), slackrec.RateLimited("1"), slackrec.Status(500))
 	r := startRig(t, srv, rigOptions{policy: autoPolicy, remediers: succeeding(), log: log})
 	a, b := stuckHook("migrate"), stuckHook("seed")
 
@@ -171,22 +172,22 @@ func TestSlackOutageDelaysButLosesNothingAndKeepsOrder(t *testing.T) {
 	}
 	start := time.Now()
 	require.Eventually(t, func() bool {
-		roots := srv.roots()
+		roots := srv.Roots()
 		if len(roots) != 2 {
 			return false
 		}
 		for _, root := range roots {
-			if _, replies := srv.thread(root.TS); len(replies) != 3 {
+			if _, replies := thread(srv, root.TS); len(replies) != 3 {
 				return false
 			}
 		}
 		return true
 	}, 10*time.Second, 10*time.Millisecond)
-	require.Zero(t, srv.pendingFailures())
+	require.Zero(t, srv.Pending())
 	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "the 429's Retry-After was waited for")
 
-	for _, root := range srv.roots() {
-		updates, replies := srv.thread(root.TS)
+	for _, root := range srv.Roots() {
+		updates, replies := thread(srv, root.TS)
 		require.Len(t, updates, 3)
 		require.Contains(t, replies[0].Text, "Applying")
 		require.Contains(t, replies[1].Text, "succeeded")
@@ -196,7 +197,7 @@ func TestSlackOutageDelaysButLosesNothingAndKeepsOrder(t *testing.T) {
 	t.Run("the token appears in no log line and no message", func(t *testing.T) {
 		require.Contains(t, logs.String(), "will be retried")
 		require.NotContains(t, logs.String(), testToken)
-		for _, m := range srv.received() {
+		for _, m := range srv.All() {
 			require.NotContains(t, m.Text+m.Blocks, testToken)
 		}
 	})
@@ -209,14 +210,14 @@ func TestSlackSaysWhetherToRetry(t *testing.T) {
 		retry bool
 		after time.Duration
 	}{
-		{"a server error is retried", status(500), true, 0},
-		{"a rate limit is retried after Retry-After", rateLimited("7"), true, 7 * time.Second},
-		{"a client error is not retried", status(400), false, 0},
-		{"ok:false is not retried", slackOKFalse("channel_not_found"), false, 0},
+		{"a server error is retried", slackrec.Status(500), true, 0},
+		{"a rate limit is retried after Retry-After", slackrec.RateLimited("7"), true, 7 * time.Second},
+		{"a client error is not retried", slackrec.Status(400), false, 0},
+		{"ok:false is not retried", slackrec.OKFalse("channel_not_found"), false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFakeSlack(t)
-			srv.fail(tc.fail)
+			srv := slackrec.New(t)
+			srv.FailNext(tc.fail)
 			notes := &memNotes{}
 			n, err := New(Options{Token: testToken, Channel: "#incidents", Notes: notes, APIURL: srv.GetAPIURL()})
 			require.NoError(t, err)

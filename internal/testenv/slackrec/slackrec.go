@@ -91,6 +91,13 @@ func (s *Server) FailNext(fns ...func(w http.ResponseWriter)) {
 	s.script = append(s.script, fns...)
 }
 
+// Pending counts the answers FailNext queued that no call has received yet.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.script)
+}
+
 // Refused counts the calls answered with an error.
 func (s *Server) Refused() int {
 	s.mu.Lock()
@@ -108,6 +115,13 @@ func RateLimited(seconds string) func(w http.ResponseWriter) {
 	return func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", seconds)
 		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}
+
+// OKFalse answers 200 with {"ok": false, "error": code}, as Slack refuses a call it will not take (channel_not_found…).
+func OKFalse(code string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": code})
 	}
 }
 
