@@ -25,10 +25,7 @@ func TestReleaseDeletingWithoutControllerIsAnnouncedAndResolvesWhenItRuns(t *tes
 	t.Parallel()
 	row := &conformance.Row{Version: helmV1, Scenario: "HelmRelease deleting while helm-controller is not running"}
 	defer record(t, row)
-	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
-	ns := env.Namespace(t)
-	repo := fluxreal.NewRepo(t)
-	fluxreal.CreateRepository(t, env, ns, repo)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
 
 	hr := stack.ScenarioStuckDeleting(t, ns, repo, "orphan")
 	row.Controller = fmt.Sprintf("helm-controller stopped, release deleted: deletionTimestamp set, finalizers %v stay", hr.Finalizers)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/conformance"
+	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
 )
 
@@ -22,10 +23,50 @@ const quiet = 10 * time.Second
 func setup(t *testing.T) (*fluxreal.Stack, string, *fluxreal.Repo) {
 	t.Helper()
 	stack := fluxreal.Shared(t)
+	ns, repo := repository(t, stack)
+	return stack, ns, repo
+}
+
+// setupPrivate starts a stack of its own on env (a private apiserver) and returns it with a fresh namespace that
+// has its own Helm repository and HelmRepository.
+func setupPrivate(t *testing.T, env *testenv.Env, o fluxreal.Options) (*fluxreal.Stack, string, *fluxreal.Repo) {
+	t.Helper()
+	stack := fluxreal.Start(t, env, o)
+	ns, repo := repository(t, stack)
+	return stack, ns, repo
+}
+
+// repository creates a namespace on stack's apiserver with a Helm repository of its own behind a HelmRepository.
+func repository(t *testing.T, stack *fluxreal.Stack) (string, *fluxreal.Repo) {
+	t.Helper()
 	ns := stack.Env.Namespace(t)
 	repo := fluxreal.NewRepo(t)
 	fluxreal.CreateRepository(t, stack.Env, ns, repo)
-	return stack, ns, repo
+	return ns, repo
+}
+
+// announcedNotReset waits for flux/retries-exhausted about name on Slack and for the dry-run reply in its thread
+// saying why syncmedic did not reset the release, checks that it did not, and returns the announcement.
+func announcedNotReset(t *testing.T, d *daemon, stack *fluxreal.Stack, ns, name string) slackPost {
+	t.Helper()
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleRetriesExhausted), name)
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 60*time.Second, 200*time.Millisecond, "flux/retries-exhausted announced on Slack")
+	require.Eventually(t, func() bool {
+		for _, p := range d.slack.thread(root.TS) {
+			if strings.Contains(p.Text, "not safe to apply unattended") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "the dry-run reply says why syncmedic did not reset")
+	require.Empty(t, requestAnnotations(stack.Get(t, ns, name)), "syncmedic reset a release on its own")
+	return root
 }
 
 // The real helm-controller v1.4.3 gives up on a chart whose install keeps failing (Stalled=True, RetriesExceeded,
@@ -45,23 +86,7 @@ func TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease(t *testing.T) {
 		firstLine(fluxreal.Condition(sc.Release, meta.ReadyCondition).Message), stalled.Reason, stalled.Message, sc.Release.Status.InstallFailures)
 	row.Syncmedic = "no finding"
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleRetriesExhausted), "cache")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/retries-exhausted announced on Slack")
-	require.Eventually(t, func() bool {
-		for _, p := range d.slack.thread(root.TS) {
-			if strings.Contains(p.Text, "not safe to apply unattended") {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 200*time.Millisecond, "the dry-run reply says why syncmedic did not reset")
-	require.Empty(t, requestAnnotations(stack.Get(t, ns, "cache")), "syncmedic reset a release on its own")
+	root := announcedNotReset(t, d, stack, ns, "cache")
 	row.Syncmedic = "flux/retries-exhausted announced; auto policy: not applied (not safe unattended), dry-run reply"
 
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace) // the cause is gone

@@ -25,10 +25,7 @@ import (
 func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	env := testenv.KubePrivate(t)
 	t.Parallel()
-	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037, Notifications: true})
-	ns := env.Namespace(t)
-	repo := fluxreal.NewRepo(t)
-	fluxreal.CreateRepository(t, env, ns, repo)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037, Notifications: true})
 	d := startServe(t, stack, ns, autoPolicy, smallThresholds...)
 	version := "helm-controller " + fluxreal.HelmControllerV037.Version
 	require.Contains(t, d.logs.String(), "apiVersion=helm.toolkit.fluxcd.io/v2beta2", "serve watches the version Flux 2.2 serves")
@@ -45,23 +42,7 @@ func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	stalled := fluxreal.Condition(sc.Release, meta.StalledCondition)
 	retries.Controller = fmt.Sprintf("Stalled=True %s %q, installFailures %d", stalled.Reason, stalled.Message, sc.Release.Status.InstallFailures)
 	retries.Syncmedic = "no finding"
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleRetriesExhausted), "cache")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/retries-exhausted announced on Slack")
-	require.Eventually(t, func() bool {
-		for _, p := range d.slack.thread(root.TS) {
-			if strings.Contains(p.Text, "not safe to apply unattended") {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 200*time.Millisecond, "the dry-run reply says why syncmedic did not reset")
-	require.Empty(t, requestAnnotations(stack.Get(t, ns, "cache")), "syncmedic reset a release on its own")
+	announcedNotReset(t, d, stack, ns, "cache")
 	retries.Syncmedic = "flux/retries-exhausted announced (read through v2beta2); auto policy: not applied (not safe unattended), dry-run reply"
 
 	dnr := &conformance.Row{Version: version, Scenario: "DependencyNotReady (dependency fails, then recovers)"}

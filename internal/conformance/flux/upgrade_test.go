@@ -26,10 +26,7 @@ func TestFluxUpgradeFromV037InheritsTheOldStatus(t *testing.T) {
 	t.Parallel()
 	row := &conformance.Row{Version: "helm-controller v0.37.2 → v1.4.3", Scenario: "status written by the old controller, then CRDs, controller and spec upgraded"}
 	defer record(t, row)
-	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037})
-	ns := env.Namespace(t)
-	repo := fluxreal.NewRepo(t)
-	fluxreal.CreateRepository(t, env, ns, repo)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037})
 
 	sc := stack.ScenarioControllerUpgrade(t, ns, repo, "legacy", 90*time.Second)
 	oldReady := fluxreal.Condition(sc.Old, meta.ReadyCondition)
@@ -89,10 +86,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 	t.Parallel()
 	row := &conformance.Row{Version: "helm-controller v1.4.3", Scenario: "pre-v2beta2 status (v2beta1-era, hand-written) inherited with a spec change"}
 	defer record(t, row)
-	stack := fluxreal.Start(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
-	ns := env.Namespace(t)
-	repo := fluxreal.NewRepo(t)
-	fluxreal.CreateRepository(t, env, ns, repo)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
 
 	// hand-written state: the status helm-controller <= v0.36 wrote, which no controller here can write (v0.36.x does not download; v0.37.2 already writes the v2beta2 status): see ScenarioPreV2beta2Status.
 	old := stack.ScenarioPreV2beta2Status(t, ns, repo, "redis")
