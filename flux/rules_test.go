@@ -1,6 +1,7 @@
 package flux
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -217,5 +218,38 @@ func BenchmarkEvaluateRelease(b *testing.B) {
 		if len(EvaluateRelease(obs, now, th)) != 1 {
 			b.Fatal("want one finding")
 		}
+	}
+}
+
+// StaleStatus recognises a pre-v2beta2 status by its Ready message alone when the release has no history and a
+// generation pending: exactly the five messages those controllers wrote, and nothing a newer controller writes.
+func TestStaleStatusKnowsTheOldReadyMessages(t *testing.T) {
+	tests := []struct {
+		msg   string
+		stale bool
+	}{
+		{"Helm install succeeded", true},
+		{"Helm upgrade succeeded", true},
+		{"Helm rollback succeeded", true},
+		{"Helm test succeeded", true},
+		{"Release reconciliation succeeded", true},
+		{"  Helm upgrade succeeded\n", true},
+		{"Helm upgrade succeeded for release apps/redis.v3 with chart redis@18.1.0", false},
+		{"Helm install succeeded for release apps/redis.v1 with chart redis@18.1.0", false},
+		{"helm upgrade succeeded", false},
+		{"Helm uninstall succeeded", false},
+		{"Helm upgrade succeeded.", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		name := "the Ready message " + strconv.Quote(tt.msg) + " is not from an old controller"
+		if tt.stale {
+			name = "the Ready message " + strconv.Quote(tt.msg) + " is from an old controller"
+		}
+		t.Run(name, func(t *testing.T) {
+			hr := release("redis", 3, 2, cond(meta.ReadyCondition, "True", "ReconciliationSucceeded", tt.msg, 2*time.Hour))
+			fs := StaleStatus(ReleaseObservation{Release: hr}, now, DefaultThresholds())
+			require.Equal(t, tt.stale, len(fs) == 1, "findings: %v", fs)
+		})
 	}
 }
