@@ -16,7 +16,8 @@ import (
 	"github.com/syncmedic/syncmedic/ui"
 )
 
-// streamRetry is how long the incident page waits before it tries the live stream again (ui/static/app.js).
+// streamRetry is how long the incident page waits before it tries the live stream again (retryMillis in
+// ui/static/app.js).
 const streamRetry = 30 * time.Second
 
 // TestIncidentPagePollsWhileTheLiveStreamIsRefused puts a proxy in front of serve that refuses the incident API's

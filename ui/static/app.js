@@ -6,6 +6,7 @@
   'use strict';
   var api = '../api/v1/incidents';
   var pollMillis = 5000;
+  var retryMillis = 30000; // how long after the live stream failed it is tried again
   var tokenKey = 'syncmedic.token';
   var state = 'open';
   var retryTimer = null; // the next attempt at the live stream, while it is down
@@ -259,7 +260,7 @@
         stream = null;
         setStatus('not live: ' + err.message);
         poll();
-        retryTimer = setTimeout(follow, 30000);
+        retryTimer = setTimeout(follow, retryMillis);
       });
   }
 
