@@ -306,7 +306,10 @@ func DescribeOperation(app *v1alpha1.Application) string {
 	if len(msg) > 240 {
 		msg = msg[:240] + "…"
 	}
-	s := fmt.Sprintf("%s: %s", st.Phase, msg)
+	s := string(st.Phase)
+	if msg != "" {
+		s += ": " + msg
+	}
 	if st.SyncResult != nil {
 		var hooks []string
 		for _, r := range st.SyncResult.Resources {

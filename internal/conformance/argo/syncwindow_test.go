@@ -17,9 +17,12 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// setDenyWindow adds (or, with on false, removes) a deny sync window open now on the stack's default project, as an
-// Argo CD admin does with `argocd proj windows add default --kind deny --schedule '* * * * *' --duration 1h`.
-func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, on bool) {
+// setDenyWindow adds (or, with on false, removes) a deny sync window open now for one application of the stack's
+// default project, as an Argo CD admin does with
+// `argocd proj windows add default --kind deny --schedule '* * * * *' --duration 1h --applications <app>`.
+// The window names the application: the stack and its project are shared with the tests running in parallel, and a
+// window on every application ("*") would hold their syncs too.
+func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, app string, on bool) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: stack.Namespace, Name: v1alpha1.DefaultAppProjectName}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -30,7 +33,7 @@ func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, on bool) {
 		p.Spec.SyncWindows = nil
 		if on {
 			p.Spec.SyncWindows = v1alpha1.SyncWindows{{Kind: "deny", Schedule: "* * * * *", Duration: "1h",
-				Applications: []string{"*"}}}
+				Applications: []string{app}}}
 		}
 		return stack.Env.Client.Update(context.Background(), p)
 	}))
@@ -56,9 +59,9 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	stuck, finished := app.WaitApp(t, controllerWindow, testenv.OperationCompleted)
 	require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(stuck))
 	started := stuck.Status.OperationState.StartedAt
-	r.Controller = "operation " + testenv.DescribeOperation(stuck) + "; a deny window (* * * * *, 1h) is then opened on the project"
+	r.Controller = "operation " + testenv.DescribeOperation(stuck) + "; a deny window (* * * * *, 1h) is then opened on the project for this application"
 
-	setDenyWindow(t, stack, true)
+	setDenyWindow(t, stack, app.Name, true)
 	srv := startServe(t, app, autoPolicy)
 	root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin+30*time.Second)
 	require.Eventually(t, func() bool {
@@ -74,7 +77,7 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	require.True(t, held.Status.OperationState.StartedAt.Equal(&started), "still the same operation")
 	r.Syncmedic = "argocd/hook-completion-missed announced; the thread says a sync window holds terminate-and-resync; the operation is left running"
 
-	setDenyWindow(t, stack, false)
+	setDenyWindow(t, stack, app.Name, false)
 	moved, ok := app.WaitApp(t, 2*remedyWithin, func(a *v1alpha1.Application) bool {
 		op := a.Status.OperationState
 		return op != nil && op.StartedAt.After(started.Time)
