@@ -11,16 +11,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apiclient"
-	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
 	versionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	grpc_retry "github.com/grpc-ecosystem/go-grpc-middleware/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // ApplicationClient is the part of Argo CD's ApplicationService syncmedic calls. The generated
@@ -116,51 +118,25 @@ func (o ClientOptions) Validate() error {
 	return nil
 }
 
-// Dial connects to the Argo CD server described by o. The token is read from o.TokenFile (trimmed), else from
-// ARGOCD_AUTH_TOKEN; it never appears in errors.
+// Dial connects to the Argo CD server described by o: DialContext without a deadline of the caller's.
 func Dial(o ClientOptions) (*APIClient, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	token := os.Getenv(apiclient.EnvArgoCDAuthToken)
-	if o.TokenFile != "" {
-		b, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --argocd-token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return nil, fmt.Errorf("--argocd-token-file %s is empty", o.TokenFile)
-		}
-	}
-	ua := o.UserAgent
-	if ua == "" {
-		ua = "syncmedic"
-	}
-	c, err := apiclient.NewClient(&apiclient.ClientOptions{
-		ServerAddr: o.ServerAddr, AuthToken: token, PlainText: o.PlainText, Insecure: o.Insecure, CertFile: o.CAFile,
-		GRPCWeb: o.GRPCWeb, GRPCWebRootPath: o.GRPCWebRootPath, UserAgent: ua,
-		// No ConfigPath: never pick up the argocd CLI's local config of whoever runs syncmedic.
-	})
-	if err != nil {
-		return nil, fmt.Errorf("argocd client for %s: %s", o.ServerAddr, redact(err.Error(), token))
-	}
-	api, err := FromAPIClient(c)
-	if err != nil {
-		return nil, explainTLS(o, err)
-	}
-	return api, nil
+	return DialContext(context.Background(), o)
 }
 
 // probeTimeout bounds DialContext's first call to argocd-server.
 const probeTimeout = 10 * time.Second
 
-// DialContext is Dial that gives up when ctx ends. Argo CD's client dials without a context and, against a server
-// that accepts connections but does not answer gRPC, waits until it does; so DialContext first asks the server's
-// Version over a connection of its own, bounded by ctx and probeTimeout, and dials only once that answers (a
-// gRPC-web tunnel is not probed). A connection Dial makes after ctx ended is closed.
+// DialContext connects to the Argo CD server described by o. It first asks the server's Version over a connection
+// of its own, bounded by ctx and probeTimeout, so that an unreachable server, a TLS mismatch or a server that
+// accepts connections but does not answer gRPC is an error here that names the flag to fix, not a hang or a raw
+// error on the first call (a gRPC-web tunnel is not probed: its errors come with each call). The token is read from
+// o.TokenFile (trimmed), else from ARGOCD_AUTH_TOKEN; it never appears in errors.
 func DialContext(ctx context.Context, o ClientOptions) (*APIClient, error) {
 	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	token, err := readToken(o)
+	if err != nil {
 		return nil, err
 	}
 	if !o.GRPCWeb && o.GRPCWebRootPath == "" {
@@ -168,52 +144,137 @@ func DialContext(ctx context.Context, o ClientOptions) (*APIClient, error) {
 			return nil, err
 		}
 	}
-	type result struct {
-		c   *APIClient
-		err error
+	return dial(o, token)
+}
+
+// readToken reads o.TokenFile (trimmed), else ARGOCD_AUTH_TOKEN.
+func readToken(o ClientOptions) (string, error) {
+	if o.TokenFile == "" {
+		return os.Getenv(EnvAuthToken), nil
 	}
-	done := make(chan result, 1)
-	go func() {
-		c, err := Dial(o)
-		done <- result{c, err}
-	}()
-	select {
-	case r := <-done:
-		return r.c, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.c != nil {
-				_ = r.c.Close()
-			}
-		}()
-		return nil, ctx.Err()
+	b, err := os.ReadFile(o.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("reading --argocd-token-file: %w", err)
 	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--argocd-token-file %s is empty", o.TokenFile)
+	}
+	return token, nil
+}
+
+// dial opens the connection (grpc.NewClient: no I/O until the first call).
+func dial(o ClientOptions, token string) (*APIClient, error) {
+	ua := o.UserAgent
+	if ua == "" {
+		ua = "syncmedic"
+	}
+	// What Argo CD's own client (pkg/apiclient, newConn) sets on every connection: the token as the "token"
+	// metadata, 200 MB messages, and three tries a second apart for Unavailable and ResourceExhausted. syncmedic
+	// dials itself instead of importing pkg/apiclient, which imports every service of the API and their types.
+	retry := []grpc_retry.CallOption{grpc_retry.WithMax(3), grpc_retry.WithBackoff(grpc_retry.BackoffLinear(time.Second))}
+	opts := []grpc.DialOption{
+		grpc.WithPerRPCCredentials(tokenCredentials(token)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		grpc.WithStreamInterceptor(grpc_retry.StreamClientInterceptor(retry...)),
+		grpc.WithUnaryInterceptor(grpc_retry.UnaryClientInterceptor(retry...)),
+		grpc.WithUserAgent(ua),
+	}
+	target := serverAddr(o.ServerAddr)
+	var closers []io.Closer
+	if o.GRPCWeb || o.GRPCWebRootPath != "" {
+		tunnel, err := startGRPCWebTunnel(o)
+		if err != nil {
+			return nil, fmt.Errorf("argocd client for %s: gRPC-web tunnel: %w", o.ServerAddr, err)
+		}
+		closers = append(closers, tunnel)
+		target = "unix://" + tunnel.socket
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	} else {
+		creds, err := transportCredentials(o)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithTransportCredentials(creds))
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("argocd client for %s: %s", o.ServerAddr, redact(err.Error(), token))
+	}
+	return &APIClient{
+		ApplicationServiceClient: application.NewApplicationServiceClient(conn),
+		VersionServiceClient:     versionpkg.NewVersionServiceClient(conn),
+		AccountClient:            accountpkg.NewAccountServiceClient(conn),
+		closers:                  append([]io.Closer{conn}, closers...),
+	}, nil
+}
+
+// EnvAuthToken is the environment variable the token comes from without --argocd-token-file, as for the argocd CLI.
+const EnvAuthToken = "ARGOCD_AUTH_TOKEN"
+
+// maxMessageSize is the gRPC message limit Argo CD's client sets (ARGOCD_GRPC_MAX_SIZE_MB's default): an
+// ApplicationList of a big instance is far over gRPC's 4 MB default.
+const maxMessageSize = 200 * 1024 * 1024
+
+// tokenCredentials sends the API token the way argocd-server reads it: the "token" metadata of every call.
+type tokenCredentials string
+
+func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"token": string(t)}, nil
+}
+
+// RequireTransportSecurity is false: --argocd-plaintext (argocd-server --insecure, usually behind a TLS ingress or a
+// service mesh) sends the token too, as the argocd CLI does.
+func (tokenCredentials) RequireTransportSecurity() bool { return false }
+
+// serverAddr adds the port ":443" when addr has none, as Argo CD's client does.
+func serverAddr(addr string) string {
+	if !strings.Contains(addr, ":") {
+		return addr + ":443"
+	}
+	return addr
+}
+
+// tlsConfig is the client TLS of o: the system roots plus --argocd-ca-file, or no verification with --argocd-insecure.
+func tlsConfig(o ClientOptions) (*tls.Config, error) {
+	cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // --argocd-insecure asks for exactly this
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pool.AppendCertsFromPEM(pem)
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// transportCredentials are TLS (tlsConfig) or, with --argocd-plaintext, none.
+func transportCredentials(o ClientOptions) (credentials.TransportCredentials, error) {
+	if o.PlainText {
+		return insecure.NewCredentials(), nil
+	}
+	cfg, err := tlsConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // probe calls the Version API of o's server once.
 func probe(ctx context.Context, o ClientOptions) error {
-	creds := insecure.NewCredentials()
-	if !o.PlainText {
-		cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // --argocd-insecure asks for exactly this
-		if o.CAFile != "" {
-			pem, err := os.ReadFile(o.CAFile)
-			if err != nil {
-				return fmt.Errorf("--argocd-ca-file: %w", err)
-			}
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			pool.AppendCertsFromPEM(pem)
-			cfg.RootCAs = pool
-		}
-		creds = credentials.NewTLS(cfg)
+	creds, err := transportCredentials(o)
+	if err != nil {
+		return err
 	}
-	addr := o.ServerAddr
-	if !strings.Contains(addr, ":") {
-		addr += ":443" // as Argo CD's client assumes
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(serverAddr(o.ServerAddr), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return fmt.Errorf("argocd-server %s: %w", o.ServerAddr, err)
 	}
@@ -250,27 +311,6 @@ func explainTLS(o ClientOptions, err error) error {
 			"give --argocd-plaintext: %w", o.ServerAddr, err)
 	}
 	return err
-}
-
-// FromAPIClient opens the application, version and account services of an apiclient.Client (as the argocd CLI
-// builds it).
-func FromAPIClient(c apiclient.Client) (*APIClient, error) {
-	appCloser, apps, err := c.NewApplicationClient()
-	if err != nil {
-		return nil, fmt.Errorf("argocd application client: %w", err)
-	}
-	verCloser, ver, err := c.NewVersionClient()
-	if err != nil {
-		_ = appCloser.Close()
-		return nil, fmt.Errorf("argocd version client: %w", err)
-	}
-	accCloser, acc, err := c.NewAccountClient()
-	if err != nil {
-		_, _ = appCloser.Close(), verCloser.Close()
-		return nil, fmt.Errorf("argocd account client: %w", err)
-	}
-	return &APIClient{ApplicationServiceClient: apps, VersionServiceClient: ver, AccountClient: acc,
-		closers: []io.Closer{appCloser, verCloser, accCloser}}, nil
 }
 
 // redact removes secret from s.

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -40,6 +42,10 @@ func TestDialArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 		{name: "TLS against an --insecure argocd-server is refused, naming --argocd-plaintext",
 			opts:    ClientOptions{ServerAddr: argo.Addr},
 			wantErr: []string{"hung up during the TLS handshake: if it runs with --insecure (plaintext), give --argocd-plaintext"}},
+		{name: "with --argocd-grpc-web through the TLS front, verified with --argocd-ca-file, the client calls it over gRPC-web",
+			opts: ClientOptions{ServerAddr: tlsAddr, CAFile: caFile, GRPCWeb: true}},
+		{name: "with --argocd-grpc-web and --argocd-plaintext the client calls an --insecure argocd-server over gRPC-web",
+			opts: ClientOptions{ServerAddr: argo.Addr, PlainText: true, GRPCWeb: true}},
 		{name: "a CA file without a certificate is refused before dialing",
 			opts:    ClientOptions{ServerAddr: tlsAddr, CAFile: notPEM},
 			wantErr: []string{"--argocd-ca-file " + notPEM + " holds no PEM certificate"}},
@@ -66,3 +72,55 @@ func TestDialArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCWebTunnelCarriesWatchesAndErrors runs the calls the watcher makes through the gRPC-web tunnel against the
+// real argocd-server: a server stream (Watch) delivers the applications as they change, and an error keeps its
+// gRPC code and message.
+func TestGRPCWebTunnelCarriesWatchesAndErrors(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{DisableAuth: true})
+	t.Setenv("ARGOCD_AUTH_TOKEN", "")
+	c, err := Dial(ClientOptions{ServerAddr: argo.Addr, PlainText: true, GRPCWeb: true})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("a Watch streams an application created after it opened", func(t *testing.T) {
+		stream, err := c.Watch(ctx, &application.ApplicationQuery{})
+		require.NoError(t, err)
+		name := "grpcweb-watched"
+		created := make(chan struct{})
+		go func() {
+			defer close(created)
+			time.Sleep(500 * time.Millisecond) // let the watch open first
+			argo.CreateApplication(t, argo.NewApplication(name, "default"))
+		}()
+		for {
+			ev, err := stream.Recv()
+			require.NoError(t, err)
+			if ev.Application.Name == name {
+				break
+			}
+		}
+		<-created
+	})
+	t.Run("an error keeps argocd-server's code and message", func(t *testing.T) {
+		direct, err := Dial(ClientOptions{ServerAddr: argo.Addr, PlainText: true})
+		require.NoError(t, err)
+		defer direct.Close()
+		q := &application.ApplicationQuery{Name: ptr("no-such-application")}
+		_, want := direct.Get(ctx, q)
+		_, got := c.Get(ctx, q)
+		require.Error(t, want)
+		require.Error(t, got)
+		ws, _ := status.FromError(want)
+		gs, ok := status.FromError(got)
+		require.True(t, ok, "a gRPC status: %v", got)
+		require.Equal(t, ws.Code(), gs.Code(), "over gRPC-web: %v; over gRPC: %v", got, want)
+		require.Equal(t, ws.Message(), gs.Message())
+		require.NotEqual(t, codes.Unknown, gs.Code())
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

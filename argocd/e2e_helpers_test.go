@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -149,7 +149,7 @@ func playController(t *testing.T, argo *testenv.ArgoCDServer, appName string, be
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			app, ok := ev.Object.(*v1alpha1.Application)
+			app, ok := testenv.ArgoApplication(ev.Object)
 			if !ok || app.Status.OperationState == nil || app.Status.OperationState.Phase != synccommon.OperationTerminating {
 				continue
 			}

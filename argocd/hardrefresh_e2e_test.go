@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -41,7 +41,7 @@ func playRefreshController(t *testing.T, argo *testenv.ArgoCDServer, appName str
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			app, ok := ev.Object.(*v1alpha1.Application)
+			app, ok := testenv.ArgoApplication(ev.Object)
 			if !ok {
 				continue
 			}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/syncmedic/syncmedic"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 var now = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)

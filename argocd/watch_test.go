@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	versionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // fakeArgo stands in for argocd-server in unit tests of the watcher's logic: it reports a version, lists apps, keeps

@@ -3,7 +3,7 @@ package snapshot
 import (
 	"bytes"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/argoproj/argo-cd/v2/server/extension"
 )
 
 type scopeKey struct{}
@@ -39,14 +37,14 @@ func authenticate(token []byte, next http.Handler) http.Handler {
 // proxyScope reads the Application of an Argo CD proxy extension request ("Argocd-Application-Name:
 // namespace:name", "Argocd-Project-Name: project"); a request without them is not scoped.
 func proxyScope(h http.Header) (scope, error) {
-	app, project := h.Get(extension.HeaderArgoCDApplicationName), h.Get(extension.HeaderArgoCDProjectName)
+	app, project := h.Get(headerApplicationName), h.Get(headerProjectName)
 	if app == "" && project == "" {
 		return scope{}, nil
 	}
 	ns, name, ok := strings.Cut(app, ":")
 	if !ok || ns == "" || name == "" || project == "" {
 		return scope{}, fmt.Errorf("headers %s (namespace:name) and %s must be given together",
-			extension.HeaderArgoCDApplicationName, extension.HeaderArgoCDProjectName)
+			headerApplicationName, headerProjectName)
 	}
 	return scope{app: name, appNamespace: ns, project: project}, nil
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/server/extension"
-
 	"github.com/syncmedic/syncmedic"
 )
 
@@ -138,12 +136,12 @@ func (a *api) visible(r *http.Request, id string) bool {
 // caller names who asks: the Argo CD user and groups argocd-server's proxy extension forwards, or the holder of the
 // API token.
 func caller(h http.Header) syncmedic.Caller {
-	user := strings.TrimSpace(h.Get(extension.HeaderArgoCDUsername))
+	user := strings.TrimSpace(h.Get(headerUsername))
 	if user == "" {
 		return syncmedic.Caller{Via: "api-token"}
 	}
 	var groups []string
-	for _, g := range strings.Split(h.Get(extension.HeaderArgoCDGroups), ",") {
+	for _, g := range strings.Split(h.Get(headerGroups), ",") {
 		if g = strings.TrimSpace(g); g != "" {
 			groups = append(groups, g)
 		}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/server/extension"
-
 	"github.com/syncmedic/syncmedic"
 )
 
@@ -144,7 +142,7 @@ func (a *api) access(r *http.Request) func(syncmedic.Incident) *FixAccess {
 
 func (a *api) logRequest(r *http.Request, n int) {
 	a.o.Log.Debug("incident API", "path", r.URL.Path, "query", r.URL.RawQuery, "incidents", n,
-		"argocdUser", r.Header.Get(extension.HeaderArgoCDUsername), "argocdApp", r.Header.Get(extension.HeaderArgoCDApplicationName))
+		"argocdUser", r.Header.Get(headerUsername), "argocdApp", r.Header.Get(headerApplicationName))
 }
 
 // readOnly answers 405 to anything but GET and HEAD.

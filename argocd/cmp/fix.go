@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

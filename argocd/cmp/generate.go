@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/argoproj/gitops-engine/pkg/sync/hook"
+	"github.com/syncmedic/syncmedic/internal/argoapi/synchook"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

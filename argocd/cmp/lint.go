@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
-	"github.com/argoproj/gitops-engine/pkg/sync/hook"
-	resourceutil "github.com/argoproj/gitops-engine/pkg/sync/resource"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/synchook"
+	resourceutil "github.com/syncmedic/syncmedic/internal/argoapi/syncresource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

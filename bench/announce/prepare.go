@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"

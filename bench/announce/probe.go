@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -88,7 +88,7 @@ func startOpWatch(t testing.TB, stack *testenv.RealArgoCD) *opWatch {
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			app, ok := ev.Object.(*v1alpha1.Application)
+			app, ok := testenv.ArgoApplication(ev.Object)
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}

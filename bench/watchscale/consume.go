@@ -11,7 +11,7 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
@@ -28,7 +28,7 @@ type measure struct {
 	watcher     argocd.WatcherStats
 }
 
-// dial connects the way syncmedic serve does: argocd.Dial, i.e. Argo CD's apiclient over plaintext gRPC.
+// dial connects the way syncmedic serve does: argocd.Dial over plaintext gRPC.
 func dial(addr, dir string) (*argocd.APIClient, error) {
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("bench-token\n"), 0o600); err != nil {

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -39,7 +39,7 @@ func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, o
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			a, ok := ev.Object.(*v1alpha1.Application)
+			a, ok := testenv.ArgoApplication(ev.Object)
 			if !ok || testenv.OperationPhase(a) != synccommon.OperationTerminating {
 				continue
 			}

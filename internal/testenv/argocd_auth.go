@@ -11,12 +11,15 @@ import (
 	"github.com/argoproj/argo-cd/v2/common"
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient"
 	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
-	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	sessionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/session"
 	"github.com/argoproj/argo-cd/v2/util/password"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 )
 
 // partOfArgoCD is the label Argo CD's settings manager selects its ConfigMaps and Secrets by.
@@ -72,13 +75,26 @@ func (a *ArgoCDServer) Client(t testing.TB, token string) apiclient.Client {
 // Applications returns an ApplicationService client using token, closed when the test ends.
 func (a *ArgoCDServer) Applications(t testing.TB, token string) applicationpkg.ApplicationServiceClient {
 	t.Helper()
-	closer, apps, err := a.Client(t, token).NewApplicationClient()
+	conn, err := grpc.NewClient(a.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(argoToken(token)))
 	if err != nil {
 		t.Fatalf("testenv: Argo CD application client: %v", err)
 	}
-	t.Cleanup(func() { _ = closer.Close() })
-	return apps
+	t.Cleanup(func() { _ = conn.Close() })
+	return applicationpkg.NewApplicationServiceClient(conn)
 }
+
+// argoToken sends an Argo CD API token as argocd-server reads it (the "token" metadata).
+type argoToken string
+
+func (t argoToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if t == "" {
+		return nil, nil
+	}
+	return map[string]string{"token": string(t)}, nil
+}
+
+func (argoToken) RequireTransportSecurity() bool { return false }
 
 // AdminToken logs the built-in admin account in through Argo CD's SessionService and returns the session token.
 // With DisableAuth it returns "" (no token is needed).

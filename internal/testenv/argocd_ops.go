@@ -5,11 +5,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	upstream "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	appclientset "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // OperationCounter counts, from the apiserver's own watch of an Application, how many times its operation was
@@ -41,12 +43,13 @@ func (a *ArgoCDServer) CountOperations(t testing.TB, name string) *OperationCoun
 	c := &OperationCounter{}
 	go func() {
 		defer w.Stop()
-		prev := cur
+		prev := ConvertArgo[v1alpha1.Application](cur)
 		for ev := range w.ResultChan() {
-			app, ok := ev.Object.(*v1alpha1.Application)
+			obj, ok := ev.Object.(*upstream.Application)
 			if !ok {
 				continue
 			}
+			app := ConvertArgo[v1alpha1.Application](obj)
 			c.mu.Lock()
 			if OperationPhase(app) == synccommon.OperationTerminating && OperationPhase(prev) != synccommon.OperationTerminating {
 				c.terminations++

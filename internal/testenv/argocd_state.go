@@ -3,17 +3,19 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	upstream "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"testing"
 	"time"
 
-	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // Revision is the commit SHA the harness's Applications target: Argo CD's Sync resolves a full SHA without asking
@@ -119,7 +121,7 @@ func (a *ArgoCDServer) SetOperationState(t testing.TB, name string, state *v1alp
 // SetOperationState); callers say why.
 func (a *ArgoCDServer) SetResourceTree(t testing.TB, name string, tree *v1alpha1.ApplicationTree) {
 	t.Helper()
-	if err := a.cache.SetAppResourcesTree(name, tree); err != nil {
+	if err := a.cache.SetAppResourcesTree(name, ConvertArgo[upstream.ApplicationTree](tree)); err != nil {
 		t.Fatalf("testenv: caching the resource tree of %s: %v", name, err)
 	}
 }
@@ -130,7 +132,7 @@ func (a *ArgoCDServer) SetResourceTree(t testing.TB, name string, tree *v1alpha1
 // SetOperationState); callers say why.
 func (a *ArgoCDServer) SetManagedResources(t testing.TB, name string, resources []*v1alpha1.ResourceDiff) {
 	t.Helper()
-	if err := a.cache.SetAppManagedResources(name, resources); err != nil {
+	if err := a.cache.SetAppManagedResources(name, *ConvertArgo[[]*upstream.ResourceDiff](resources)); err != nil {
 		t.Fatalf("testenv: caching the managed resources of %s: %v", name, err)
 	}
 }

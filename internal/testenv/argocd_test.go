@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"testing"
 
-	applicationpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
+
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 )
 
 func TestArgoCDWithoutAuthListsApplications(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmv2beta1 "github.com/fluxcd/helm-controller/api/v2beta1"
 	"github.com/stretchr/testify/require"
@@ -13,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 func TestKube(t *testing.T) {

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmv2beta1 "github.com/fluxcd/helm-controller/api/v2beta1"
 	helmv2beta2 "github.com/fluxcd/helm-controller/api/v2beta2"
@@ -9,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	argov1alpha1 "github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // Scheme returns a new scheme with everything Env.Client knows: client-go's built-in groups (core, apps, batch,

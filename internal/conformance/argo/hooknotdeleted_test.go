@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/syncmedic/syncmedic"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 

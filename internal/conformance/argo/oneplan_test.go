@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
