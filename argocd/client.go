@@ -285,9 +285,34 @@ func probe(ctx context.Context, o ClientOptions) error {
 		if st, ok := status.FromError(err); ok && st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded {
 			return nil // it answered, if only to refuse
 		}
-		return explainTLS(o, fmt.Errorf("argocd-server %s: %w", o.ServerAddr, err))
+		err = explainTLS(o, fmt.Errorf("argocd-server %s: %w", o.ServerAddr, err))
+		if answersGRPCWeb(ctx, o) {
+			// What the argocd CLI detects too (and then switches to gRPC-web with a warning): a proxy or ingress in
+			// front of argocd-server that passes HTTP/1.1 but not HTTP/2. A daemon says so instead of switching.
+			return fmt.Errorf("argocd-server %s answers gRPC-web but not gRPC (a proxy or ingress in front of it that does "+
+				"not pass HTTP/2?): give --argocd-grpc-web: %w", o.ServerAddr, err)
+		}
+		return err
 	}
 	return nil
+}
+
+// answersGRPCWeb reports whether o's server answers the Version API over gRPC-web (bounded by probeTimeout, not by
+// the gRPC probe's deadline, which may be spent).
+func answersGRPCWeb(ctx context.Context, o ClientOptions) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	o.GRPCWeb = true
+	c, err := dial(o, "")
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	defer cancel()
+	_, err = c.VersionServiceClient.Version(ctx, &emptypb.Empty{}, grpc_retry.WithMax(1)) // argocd-server answers it without a token
+	return err == nil
 }
 
 // explainTLS names the flag to fix when err is a TLS mismatch: a certificate this client does not trust (argocd-server's

@@ -2,8 +2,13 @@ package argocd
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +125,42 @@ func TestGRPCWebTunnelCarriesWatchesAndErrors(t *testing.T) {
 		require.Equal(t, ws.Code(), gs.Code(), "over gRPC-web: %v; over gRPC: %v", got, want)
 		require.Equal(t, ws.Message(), gs.Message())
 		require.NotEqual(t, codes.Unknown, gs.Code())
+	})
+}
+
+// TestAnHTTP1OnlyProxyIsNamed puts argocd-server behind a proxy that speaks only HTTP/1.1 (a common ingress setup):
+// gRPC cannot pass, and the error says to give --argocd-grpc-web; with it, the same proxy carries the calls.
+func TestAnHTTP1OnlyProxyIsNamed(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{DisableAuth: true})
+	t.Setenv("ARGOCD_AUTH_TOKEN", "")
+	target, err := url.Parse("http://" + argo.Addr)
+	require.NoError(t, err)
+	front := httptest.NewServer(httputil.NewSingleHostReverseProxy(target)) // HTTP/1.1 only: no h2c
+	defer front.Close()
+	addr := strings.TrimPrefix(front.URL, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("without --argocd-grpc-web the error names the flag", func(t *testing.T) {
+		_, err := DialContext(ctx, ClientOptions{ServerAddr: addr, PlainText: true})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "answers gRPC-web but not gRPC")
+		require.Contains(t, err.Error(), "give --argocd-grpc-web")
+	})
+	t.Run("with --argocd-grpc-web the calls pass", func(t *testing.T) {
+		c, err := DialContext(ctx, ClientOptions{ServerAddr: addr, PlainText: true, GRPCWeb: true})
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.List(ctx, &application.ApplicationQuery{})
+		require.NoError(t, err)
+	})
+	t.Run("a server that answers neither gets no gRPC-web hint", func(t *testing.T) {
+		nothing := httptest.NewServer(http.NotFoundHandler())
+		defer nothing.Close()
+		_, err := DialContext(ctx, ClientOptions{ServerAddr: strings.TrimPrefix(nothing.URL, "http://"), PlainText: true})
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "grpc-web")
 	})
 }
 
