@@ -13,7 +13,6 @@ import (
 
 	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
 	versionpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
-	grpc_retry "github.com/grpc-ecosystem/go-grpc-middleware/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -170,14 +169,14 @@ func dial(o ClientOptions, token string) (*APIClient, error) {
 		ua = "syncmedic"
 	}
 	// What Argo CD's own client (pkg/apiclient, newConn) sets on every connection: the token as the "token"
-	// metadata, 200 MB messages, and three tries a second apart for Unavailable and ResourceExhausted. syncmedic
-	// dials itself instead of importing pkg/apiclient, which imports every service of the API and their types.
-	retry := []grpc_retry.CallOption{grpc_retry.WithMax(3), grpc_retry.WithBackoff(grpc_retry.BackoffLinear(time.Second))}
+	// metadata and 200 MB messages. syncmedic dials itself instead of importing pkg/apiclient, which imports every
+	// service of the API and their types. Like Argo CD's client, it makes no transparent retries (pkg/apiclient
+	// configures grpc_retry interceptors, but its OpenTelemetry interceptors, set after them, replace them: a
+	// connection holds one interceptor of each kind): the watcher re-lists after an interrupted stream, and a remedy
+	// that failed is retried after the policy's backoff, never repeated by the transport.
 	opts := []grpc.DialOption{
 		grpc.WithPerRPCCredentials(tokenCredentials(token)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
-		grpc.WithStreamInterceptor(grpc_retry.StreamClientInterceptor(retry...)),
-		grpc.WithUnaryInterceptor(grpc_retry.UnaryClientInterceptor(retry...)),
 		grpc.WithUserAgent(ua),
 	}
 	target := serverAddr(o.ServerAddr)
@@ -311,7 +310,7 @@ func answersGRPCWeb(ctx context.Context, o ClientOptions) bool {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 	defer cancel()
-	_, err = c.VersionServiceClient.Version(ctx, &emptypb.Empty{}, grpc_retry.WithMax(1)) // argocd-server answers it without a token
+	_, err = c.VersionServiceClient.Version(ctx, &emptypb.Empty{}) // argocd-server answers it without a token
 	return err == nil
 }
 

@@ -16,7 +16,8 @@ import (
 
 // TestGRPCWebTunnelMapsWhatAProxyAnswers covers the answers an ingress or proxy in front of argocd-server gives a
 // gRPC-web request besides a stream of messages (the real argocd-server's are in TestGRPCWebTunnelCarriesWatchesAndErrors):
-// each becomes the gRPC code a caller acts on (retry, fix the token), with the request's path and token passed on.
+// each becomes the gRPC code a caller acts on (retry, fix the token), with the request's path and token passed on,
+// and the transport never repeats a call by itself.
 func TestGRPCWebTunnelMapsWhatAProxyAnswers(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -25,9 +26,9 @@ func TestGRPCWebTunnelMapsWhatAProxyAnswers(t *testing.T) {
 		wantMsg  string
 		tries    int
 	}{
-		{name: "an HTTP 502 from the ingress is Unavailable, which the client retries",
+		{name: "an HTTP 502 from the ingress is Unavailable (what the watcher and the remedies back off and retry on), tried once",
 			answer:   func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) },
-			wantCode: codes.Unavailable, wantMsg: "HTTP 502", tries: 3},
+			wantCode: codes.Unavailable, wantMsg: "HTTP 502", tries: 1},
 		{name: "an HTTP 401 is Unauthenticated",
 			answer:   func(w http.ResponseWriter) { w.WriteHeader(http.StatusUnauthorized) },
 			wantCode: codes.Unauthenticated, wantMsg: "HTTP 401", tries: 1},

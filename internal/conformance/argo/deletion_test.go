@@ -47,6 +47,18 @@ func TestAppDeletionHeldByAResource(t *testing.T) {
 			app.Sync(t)
 			got, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			require.True(t, ok && phase(got) == synccommon.OperationSucceeded, "the app syncs: %s", testenv.DescribeOperation(got))
+			// The controller deletes what its cluster cache holds for the app: wait until its status shows the
+			// ConfigMap live and in sync, or a deletion right after the sync can find nothing to wait for and finish
+			// at once (seen on v3.6.1 under load: finalize_application_deletion in 15 ms, before the cache had it).
+			got, ok = app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool {
+				for _, r := range a.Status.Resources {
+					if r.Kind == "ConfigMap" && r.Name == "settings" && r.Status == v1alpha1.SyncStatusCodeSynced {
+						return true
+					}
+				}
+				return false
+			})
+			require.True(t, ok, "the controller sees the ConfigMap in sync: %+v", got.Status.Resources)
 
 			cm := &corev1.ConfigMap{}
 			key := types.NamespacedName{Namespace: app.Namespace, Name: "settings"}
