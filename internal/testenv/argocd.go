@@ -70,6 +70,7 @@ type ArgoCDServer struct {
 	proxyExtension bool
 	adminPassword  string
 	cache          *appstatecache.Cache
+	stopServer     func() // stops argocd-server now (also a cleanup of the test; idempotent)
 
 	adminMu    sync.Mutex
 	adminToken string // cached by visibleToServer
@@ -116,6 +117,7 @@ func ArgoCD(t testing.TB, env *Env, opts ArgoCDOptions) *ArgoCDServer {
 	if err != nil {
 		t.Fatalf("testenv: starting argocd-server: %v", err)
 	}
+	a.stopServer = stop
 	t.Cleanup(stop)
 	return a
 }
@@ -160,6 +162,8 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 		_ = redisClient.Close()
 		return nil, err
 	}
+	guard := newHTTP1Guard(listeners.Main)
+	listeners.Main = guard
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -167,6 +171,7 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 	}()
 	stop = register(func() {
 		argocdStopping.Store(true)
+		guard.drain(10 * time.Second)
 		cancel()
 		select {
 		case <-done:
