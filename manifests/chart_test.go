@@ -179,7 +179,7 @@ func TestChartValues(t *testing.T) {
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			d := deployment(t, objs)
 			for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
-				require.NotRegexp(t, `^--argocd-(server|ca-file|insecure|plaintext)`, arg)
+				require.NotRegexp(t, `^--argocd-(server|ca-file|insecure|plaintext|grpc-web)`, arg)
 			}
 			require.Nil(t, volume(d, "argocd-ca"))
 		},
@@ -212,6 +212,21 @@ func TestChartValues(t *testing.T) {
 			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
 			require.Contains(t, args, "--argocd-plaintext")
 			require.Contains(t, args, "--argocd-server=argocd-server.argocd.svc:80")
+		},
+	}, {
+		name: "grpcWeb tunnels gRPC over HTTP/1.1 beside the TLS mode",
+		set:  []string{"argocd.server=argocd.example.com:443", "argocd.grpcWeb=true"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
+			require.Contains(t, args, "--argocd-grpc-web")
+			require.Contains(t, args, "--argocd-server=argocd.example.com:443")
+			require.NotContains(t, args, "--argocd-insecure")
+		},
+	}, {
+		name: "without grpcWeb no gRPC-web flag is set",
+		set:  []string{"argocd.server=" + server},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			require.NotContains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--argocd-grpc-web")
 		},
 	}, {
 		name: "a Slack channel adds the channel and the token file of the Secret",
@@ -341,6 +356,7 @@ func TestChartValues(t *testing.T) {
 	}{
 		{"an unknown Argo CD TLS mode is refused naming the field and the choices", "argocd.tls.mode=strict",
 			`at '/argocd/tls/mode': value must be one of 'verify', 'ca', 'insecure', 'plaintext'`},
+		{"a gRPC-web setting that is not a boolean is refused", "argocd.grpcWeb=yes", `at '/argocd/grpcWeb'`},
 		{"zero replicas are refused", "replicas=0", `at '/replicas': minimum: got 0, want 1`},
 		{"a misspelled value is refused instead of ignored", "replica=3", `additional properties 'replica' not allowed`},
 		{"a digest that is not sha256 is refused", "image.digest=v0.1.0", `at '/image/digest'`},
@@ -369,7 +385,7 @@ var everything = []string{
 	"replicas=3",
 	"secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.argocdToken=argo", "secrets.slackToken=xoxb", "secrets.apiToken=api",
 	"incidentAPI.enabled=true",
-	"argocd.server=argocd-server.argocd.svc:443", "argocd.tls.mode=ca", "argocd.tls.caSecret=argocd-ca",
+	"argocd.server=argocd-server.argocd.svc:443", "argocd.tls.mode=ca", "argocd.tls.caSecret=argocd-ca", "argocd.grpcWeb=true",
 	"flux.namespace=gitops",
 	"slack.channel=#gitops-incidents",
 	"policy.killSwitch=true", "policy.rules.flux/retries-exhausted.mode=auto",

@@ -57,6 +57,7 @@ func TestBaseKeepsALeaderThroughDisruptionsAndTrustsArgoCDAsConfigured(t *testin
 		{"argocd-ca-file", "SYNCMEDIC_ARGOCD_CA_FILE"},
 		{"argocd-insecure", "SYNCMEDIC_ARGOCD_INSECURE"},
 		{"argocd-plaintext", "SYNCMEDIC_ARGOCD_PLAINTEXT"},
+		{"argocd-grpc-web", "SYNCMEDIC_ARGOCD_GRPC_WEB"},
 	}
 	for _, s := range settings {
 		t.Run("the settings key "+s.key+" sets "+s.env+" and may be left out", func(t *testing.T) {
