@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,15 +63,26 @@ func TestDecodeYAMLFast(t *testing.T) {
 		{name: "an unclosed flow mapping", doc: "a: {b: 1\n"},
 		{name: "a URL in a flow mapping", doc: "a: {u: http://x}\n"},
 		{name: "a trailing comma", doc: "a: [1, 2, ]\n"},
+		{name: "a key 1,024 characters long", fast: true, doc: strings.Repeat("k", 1024) + ": v\n"},
+		{name: "a quoted key 1,024 characters long with its quotes", fast: true, doc: "'" + strings.Repeat("k", 1022) + "': v\n"},
+		{name: "a key in a sequence 1,024 characters long", fast: true, doc: "a:\n- " + strings.Repeat("k", 1024) + ": v\n"},
+		{name: "a key in a flow mapping 1,024 characters long", fast: true, doc: "a: {" + strings.Repeat("k", 1024) + ": v}\n"},
+		{name: "a key longer than YAML's 1,024 characters", doc: strings.Repeat("T", 1025) + ": v\n"},
+		{name: "a quoted key longer than YAML's 1,024 characters", doc: "\"" + strings.Repeat("k", 1023) + "\": v\n"},
+		{name: "a key in a sequence longer than YAML's 1,024 characters", doc: "a:\n- " + strings.Repeat("k", 1025) + ": v\n"},
+		{name: "a key in a flow mapping longer than YAML's 1,024 characters", doc: "a: {" + strings.Repeat("k", 1025) + ": v}\n"},
+		{name: "a flow key whose colon is 1,025 characters away", doc: "a: {" + strings.Repeat("k", 1000) + strings.Repeat(" ", 25) + ": v}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := decodeYAMLFast([]byte(tt.doc))
 			require.Equal(t, tt.fast, ok)
+			want, err := slowYAML([]byte(tt.doc))
 			if ok {
-				want, err := slowYAML([]byte(tt.doc))
 				require.NoError(t, err)
 				require.Equal(t, want, interface{}(got))
+			} else if strings.Contains(tt.name, "longer than YAML's") {
+				require.Error(t, err, "YAML itself refuses it, so the fast path must leave it")
 			}
 		})
 	}

@@ -168,12 +168,18 @@ func (p *fastYAML) sequence(ind int) ([]interface{}, bool) {
 	return out, true
 }
 
+// maxSimpleKey is how far, in bytes, a key's ':' may be from the key's start. YAML's scanner gives up on an
+// implicit key whose ':' is more than 1024 characters after its start ("could not find expected ':'", or "mapping
+// values are not allowed"); a byte is at most a character, so a key within 1024 bytes is surely within the limit,
+// and a longer one is left to yaml.YAMLToJSON.
+const maxSimpleKey = 1024
+
 // splitKey splits "key: rest" or "key:"; isKey is false when t is not such a line, or its key is not surely the
 // string it reads.
 func splitKey(t []byte) (key string, rest []byte, isKey bool) {
 	if len(t) > 0 && (t[0] == '"' || t[0] == '\'') {
 		s, n, ok := quoted(t, 0)
-		if !ok || n >= len(t) || t[n] != ':' || (n+1 < len(t) && t[n+1] != ' ') {
+		if !ok || n >= len(t) || t[n] != ':' || (n+1 < len(t) && t[n+1] != ' ') || n > maxSimpleKey {
 			return "", nil, false
 		}
 		return s, t[n+1:], true
@@ -186,7 +192,7 @@ func splitKey(t []byte) (key string, rest []byte, isKey bool) {
 		i = len(t) - 1
 	}
 	k := t[:i]
-	if !plainString(k) {
+	if !plainString(k) || i > maxSimpleKey {
 		return "", nil, false
 	}
 	return string(k), t[i+1:], true
@@ -227,6 +233,7 @@ func flowValue(t []byte, i int) (interface{}, int, bool) {
 		i = skipSpaces(t, i+1)
 		for i < len(t) && t[i] != '}' {
 			var key string
+			start := i
 			if t[i] == '"' || t[i] == '\'' {
 				s, n, ok := quoted(t, i)
 				if !ok {
@@ -244,7 +251,7 @@ func flowValue(t []byte, i int) (interface{}, int, bool) {
 				}
 				key, i = string(k), j
 			}
-			if i+1 >= len(t) || t[i] != ':' || t[i+1] != ' ' {
+			if i+1 >= len(t) || t[i] != ':' || t[i+1] != ' ' || i-start > maxSimpleKey {
 				return nil, i, false
 			}
 			if _, dup := m[key]; dup {
