@@ -72,6 +72,12 @@ func TestDecodeYAMLFast(t *testing.T) {
 		{name: "a key in a sequence longer than YAML's 1,024 characters", doc: "a:\n- " + strings.Repeat("k", 1025) + ": v\n"},
 		{name: "a key in a flow mapping longer than YAML's 1,024 characters", doc: "a: {" + strings.Repeat("k", 1025) + ": v}\n"},
 		{name: "a flow key whose colon is 1,025 characters away", doc: "a: {" + strings.Repeat("k", 1000) + strings.Repeat(" ", 25) + ": v}\n"},
+		{name: "flow sequences nested 999 deep under the root", fast: true, doc: "a: " + strings.Repeat("[", 999) + strings.Repeat("]", 999) + "\n"},
+		{name: "flow sequences nested 1,000 deep under the root", doc: "a: " + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "\n"},
+		{name: "flow sequences nested deeper than YAML's 10,000 levels", doc: "a: " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n"},
+		{name: "flow sequences nested deeper than encoding/json's 10,000 levels", doc: "a: " + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "\n"},
+		{name: "block mappings nested 1,001 deep", doc: blockNest(1001)},
+		{name: "block mappings nested 1,000 deep", fast: true, doc: blockNest(1000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,11 +87,21 @@ func TestDecodeYAMLFast(t *testing.T) {
 			if ok {
 				require.NoError(t, err)
 				require.Equal(t, want, interface{}(got))
-			} else if strings.Contains(tt.name, "longer than YAML's") {
+			} else if strings.Contains(tt.name, "than YAML's") || strings.Contains(tt.name, "than encoding/json's") {
 				require.Error(t, err, "YAML itself refuses it, so the fast path must leave it")
 			}
 		})
 	}
+}
+
+// blockNest is n block mappings, each the only value of the one around it.
+func blockNest(n int) string {
+	var b strings.Builder
+	for i := 0; i < n-1; i++ {
+		b.WriteString(strings.Repeat(" ", i) + "k:\n")
+	}
+	b.WriteString(strings.Repeat(" ", n-1) + "k: v\n")
+	return b.String()
 }
 
 // FuzzDecodeYAMLFast: whatever decodeYAMLFast takes on, it decodes exactly as the reference does.

@@ -76,10 +76,20 @@ type yamlLine struct {
 type fastYAML struct {
 	lines []yamlLine
 	i     int
+	depth int // collections open, block and flow
 }
+
+// maxFastDepth is how deep the fast path nests collections. YAML's scanner refuses more than 10,000 levels and
+// encoding/json more than 10,000 (the root mapping counts), so a document nested deeper than this, which no
+// Kubernetes object is, is left to yaml.YAMLToJSON to accept or refuse.
+const maxFastDepth = 1000
 
 // mapping reads a block mapping whose keys are at column ind.
 func (p *fastYAML) mapping(ind int) (map[string]interface{}, bool) {
+	if p.depth++; p.depth > maxFastDepth {
+		return nil, false
+	}
+	defer func() { p.depth-- }()
 	m := map[string]interface{}{}
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
@@ -124,7 +134,7 @@ func (p *fastYAML) value(ind int, rest []byte) (interface{}, bool) {
 		}
 		return nil, true
 	}
-	v, ok := inlineValue(rest)
+	v, ok := inlineValue(rest, p.depth)
 	if !ok || (p.i < len(p.lines) && p.lines[p.i].ind > ind) {
 		return nil, false // a scalar continued on the next line
 	}
@@ -135,6 +145,10 @@ func isDash(t []byte) bool { return len(t) > 0 && t[0] == '-' && (len(t) == 1 ||
 
 // sequence reads a block sequence whose dashes are at column ind.
 func (p *fastYAML) sequence(ind int) ([]interface{}, bool) {
+	if p.depth++; p.depth > maxFastDepth {
+		return nil, false
+	}
+	defer func() { p.depth-- }()
 	out := []interface{}{}
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
@@ -159,7 +173,7 @@ func (p *fastYAML) sequence(ind int) ([]interface{}, bool) {
 			continue
 		}
 		p.i++
-		v, ok := inlineValue(content)
+		v, ok := inlineValue(content, p.depth)
 		if !ok || (p.i < len(p.lines) && p.lines[p.i].ind > ind) {
 			return nil, false
 		}
@@ -198,15 +212,16 @@ func splitKey(t []byte) (key string, rest []byte, isKey bool) {
 	return string(k), t[i+1:], true
 }
 
-// inlineValue reads a value written on one line: a flow collection, a quoted or a plain scalar, with nothing after it.
-func inlineValue(t []byte) (interface{}, bool) {
+// inlineValue reads a value written on one line: a flow collection, a quoted or a plain scalar, with nothing after it;
+// depth collections are open around it.
+func inlineValue(t []byte, depth int) (interface{}, bool) {
 	t = bytes.TrimRight(t, " ")
 	if len(t) == 0 {
 		return nil, false
 	}
 	switch t[0] {
 	case '{', '[':
-		v, n, ok := flowValue(t, 0)
+		v, n, ok := flowValue(t, 0, depth)
 		return v, ok && n == len(t)
 	case '"', '\'':
 		s, n, ok := quoted(t, 0)
@@ -221,10 +236,14 @@ func inlineValue(t []byte) (interface{}, bool) {
 	return plainScalar(t)
 }
 
-// flowValue reads a flow value starting at t[i], returning the index after it.
-func flowValue(t []byte, i int) (interface{}, int, bool) {
+// flowValue reads a flow value starting at t[i], depth collections being open around it, and returns the index
+// after it.
+func flowValue(t []byte, i, depth int) (interface{}, int, bool) {
 	i = skipSpaces(t, i)
 	if i >= len(t) {
+		return nil, i, false
+	}
+	if (t[i] == '{' || t[i] == '[') && depth+1 > maxFastDepth {
 		return nil, i, false
 	}
 	switch t[i] {
@@ -257,7 +276,7 @@ func flowValue(t []byte, i int) (interface{}, int, bool) {
 			if _, dup := m[key]; dup {
 				return nil, i, false
 			}
-			v, n, ok := flowValue(t, i+1)
+			v, n, ok := flowValue(t, i+1, depth+1)
 			if !ok {
 				return nil, i, false
 			}
@@ -280,7 +299,7 @@ func flowValue(t []byte, i int) (interface{}, int, bool) {
 		out := []interface{}{}
 		i = skipSpaces(t, i+1)
 		for i < len(t) && t[i] != ']' {
-			v, n, ok := flowValue(t, i)
+			v, n, ok := flowValue(t, i, depth+1)
 			if !ok {
 				return nil, i, false
 			}
