@@ -48,7 +48,8 @@ func decodeYAMLFast(doc []byte) (map[string]interface{}, bool) {
 }
 
 // printable reports text of nothing but newlines and the characters YAML allows (no tab, no carriage return, no
-// byte order mark: those are left to yaml.YAMLToJSON).
+// byte order mark, and none of the line breaks YAML 1.1 adds to '\n': NEL, LS and PS, which end or fold a line in
+// go-yaml; those are left to yaml.YAMLToJSON).
 func printable(doc []byte) bool {
 	for i := 0; i < len(doc); {
 		c := doc[i]
@@ -60,7 +61,7 @@ func printable(doc []byte) bool {
 			continue
 		}
 		r, n := utf8.DecodeRune(doc[i:])
-		if r == utf8.RuneError || r == 0xFEFF || !(r == 0x85 || r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000) {
+		if r == utf8.RuneError || r == 0xFEFF || r == 0x85 || r == 0x2028 || r == 0x2029 || !(r == 0x85 || r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000) {
 			return false
 		}
 		i += n
