@@ -35,6 +35,7 @@ func TestDecodeYAMLFast(t *testing.T) {
 		name string
 		doc  string
 		fast bool // decodeYAMLFast takes it on (else it must say no)
+		bad  bool // YAML itself refuses it
 	}{
 		{name: "block mappings and sequences as kubectl prints them", fast: true,
 			doc: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  annotations:\n    argocd.argoproj.io/hook: PreSync\n  finalizers:\n  - argocd.argoproj.io/hook-finalizer\n  generation: 3\n  name: migrate\nspec:\n  template:\n    spec:\n      containers:\n      - args:\n        - -c\n        - echo\n        image: busybox:1.36\n        name: m\n      restartPolicy: Never\nstatus:\n  active: 0\n  ready: -1\n  succeeded: 1\n"},
@@ -67,21 +68,21 @@ func TestDecodeYAMLFast(t *testing.T) {
 		{name: "a quoted key 1,024 characters long with its quotes", fast: true, doc: "'" + strings.Repeat("k", 1022) + "': v\n"},
 		{name: "a key in a sequence 1,024 characters long", fast: true, doc: "a:\n- " + strings.Repeat("k", 1024) + ": v\n"},
 		{name: "a key in a flow mapping 1,024 characters long", fast: true, doc: "a: {" + strings.Repeat("k", 1024) + ": v}\n"},
-		{name: "a key longer than YAML's 1,024 characters", doc: strings.Repeat("T", 1025) + ": v\n"},
-		{name: "a quoted key longer than YAML's 1,024 characters", doc: "\"" + strings.Repeat("k", 1023) + "\": v\n"},
-		{name: "a key in a sequence longer than YAML's 1,024 characters", doc: "a:\n- " + strings.Repeat("k", 1025) + ": v\n"},
-		{name: "a key in a flow mapping longer than YAML's 1,024 characters", doc: "a: {" + strings.Repeat("k", 1025) + ": v}\n"},
+		{bad: true, name: "a key longer than YAML's 1,024 characters", doc: strings.Repeat("T", 1025) + ": v\n"},
+		{bad: true, name: "a quoted key longer than YAML's 1,024 characters", doc: "\"" + strings.Repeat("k", 1023) + "\": v\n"},
+		{bad: true, name: "a key in a sequence longer than YAML's 1,024 characters", doc: "a:\n- " + strings.Repeat("k", 1025) + ": v\n"},
+		{bad: true, name: "a key in a flow mapping longer than YAML's 1,024 characters", doc: "a: {" + strings.Repeat("k", 1025) + ": v}\n"},
 		{name: "a flow key whose colon is 1,025 characters away", doc: "a: {" + strings.Repeat("k", 1000) + strings.Repeat(" ", 25) + ": v}\n"},
-		{name: "a next line character (NEL) in a plain scalar", doc: "a: b\u0085c\n"},
-		{name: "a line separator in a plain scalar", doc: "a: b\u2028c\n"},
+		{bad: true, name: "a next line character (NEL) in a plain scalar", doc: "a: b\u0085c\n"},
+		{bad: true, name: "a line separator in a plain scalar", doc: "a: b\u2028c\n"},
 		{name: "a paragraph separator ending a plain scalar", doc: "a: b\u2029\n"},
-		{name: "a line separator in a key", doc: "a\u2028b: c\n"},
+		{bad: true, name: "a line separator in a key", doc: "a\u2028b: c\n"},
 		{name: "a next line character in double quotes, which YAML folds", doc: "a: \"b\u0085c\"\n"},
 		{name: "a no-break space and an ideographic space, which are not breaks", fast: true, doc: "a: b\u00a0\nc: d\u3000e\n"},
 		{name: "flow sequences nested 999 deep under the root", fast: true, doc: "a: " + strings.Repeat("[", 999) + strings.Repeat("]", 999) + "\n"},
 		{name: "flow sequences nested 1,000 deep under the root", doc: "a: " + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "\n"},
-		{name: "flow sequences nested deeper than YAML's 10,000 levels", doc: "a: " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n"},
-		{name: "flow sequences nested deeper than encoding/json's 10,000 levels", doc: "a: " + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "\n"},
+		{bad: true, name: "flow sequences nested deeper than YAML's 10,000 levels", doc: "a: " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n"},
+		{bad: true, name: "flow sequences nested deeper than encoding/json's 10,000 levels", doc: "a: " + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "\n"},
 		{name: "block mappings nested 1,001 deep", doc: blockNest(1001)},
 		{name: "block mappings nested 1,000 deep", fast: true, doc: blockNest(1000)},
 	}
@@ -93,7 +94,7 @@ func TestDecodeYAMLFast(t *testing.T) {
 			if ok {
 				require.NoError(t, err)
 				require.Equal(t, want, interface{}(got))
-			} else if strings.Contains(tt.name, "than YAML's") || strings.Contains(tt.name, "than encoding/json's") {
+			} else if tt.bad {
 				require.Error(t, err, "YAML itself refuses it, so the fast path must leave it")
 			}
 		})

@@ -61,7 +61,7 @@ func printable(doc []byte) bool {
 			continue
 		}
 		r, n := utf8.DecodeRune(doc[i:])
-		if r == utf8.RuneError || r == 0xFEFF || r == 0x85 || r == 0x2028 || r == 0x2029 || !(r == 0x85 || r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000) {
+		if r == utf8.RuneError || r == 0xFEFF || r == 0x2028 || r == 0x2029 || !(r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000) {
 			return false
 		}
 		i += n
