@@ -113,9 +113,11 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 // HookNotDeleted reports an operation that has waited longer than the threshold for the deletion of an old hook
 // that is not being deleted at all (the delete never landed: argo-cd #14929 with Server-Side Apply, #20119), or that
 // another controller's finalizer holds. A hook held only by Argo CD's own finalizer is argocd/hook-finalizer-stuck's.
+// Nothing is reported while the controller has set the operation aside (OperationPause): a sync window or a retry
+// backoff, not the old hook, is then what the operation waits for.
 func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
-	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown {
+	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown || OperationPause(op) != NotPaused {
 		return nil
 	}
 	var live *unstructured.Unstructured

@@ -114,6 +114,10 @@ func TestHookNotDeleted(t *testing.T) {
 			hook: func(t *testing.T) *unstructured.Unstructured {
 				return hookJob(t, []string{"example.com/audit"}, ago(2*time.Hour), true)
 			}, state: 10 * time.Minute},
+		{name: "a held hook of an operation a sync window blocks is not what it waits for (v3.6.1 controller/sync.go:197)",
+			msg: "Sync operation blocked by sync window", hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(10*time.Minute), true)
+			}, state: 10 * time.Minute},
 		{name: "a held hook deleted a moment ago is given the threshold", msg: running,
 			hook: func(t *testing.T) *unstructured.Unstructured {
 				return hookJob(t, []string{"example.com/audit"}, ago(30*time.Second), true)
