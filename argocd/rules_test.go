@@ -692,7 +692,8 @@ func TestAdvisories(t *testing.T) {
 func BenchmarkEvaluate(b *testing.B) {
 	t := &testing.T{}
 	obs := AppObservation{App: app(runningOp(time.Hour, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)), HooksKnown: true,
-		Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}, ServerVersion: "v3.0.10"}
+		Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}, ServerVersion: "v3.0.10",
+		StateSince: now.Add(-6 * time.Minute)} // the controller changed the operation after the deletion: the hook rules' path
 	th := DefaultThresholds()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
