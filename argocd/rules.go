@@ -176,7 +176,7 @@ func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how
 // so in both a hook that finished still shows Running, and the controller records it once it resumes. A finished hook
 // that still carries argocd.argoproj.io/hook-finalizer cannot have vanished before the controller saw it (the
 // finalizer exists to prevent that race): it is reported only when the controller has looked since it finished
-// (lookedSince), for until then it is only a slow controller's.
+// (lookedSince): until then the controller is only slow.
 func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
 	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown || OperationPause(op) != NotPaused {
