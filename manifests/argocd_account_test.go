@@ -60,6 +60,7 @@ func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 	ns := env.Namespace(t)
 	apps := map[string]string{"remediable": v1alpha1.DefaultAppProjectName, "elsewhere": "other"}
 	for name, project := range apps {
+		// hand-written state: a Complete hook Job on an apiserver with no Job controller: the test is about the shipped account's RBAC through argocd-server.
 		job := testenv.CreateCompletedJob(t, env, testenv.HookJob{Name: name + "-migrate", Namespace: ns, App: name}, false)
 		app := argo.NewApplication(name, ns)
 		app.Spec.Project = project

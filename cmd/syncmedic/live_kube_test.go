@@ -21,6 +21,7 @@ func TestLiveClusterScan(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
 	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "live-migrate"})
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "live-build")
 	hook := testenv.ScenarioWebhookBackendGone(t, env)
 	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
@@ -72,6 +73,7 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(context.Background(), hr))
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "fix-build")
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	fingerprint := func(t *testing.T, kind, name string) string {
@@ -129,6 +131,7 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "rbac-build")
 
 	user := "reader-" + ns
