@@ -71,7 +71,7 @@ func NewResult(tool string, args []string) *Result {
 
 // Add appends a figure, formatted with fmt.Sprintf(format, args...).
 func (r *Result) Add(name, format string, args ...any) {
-	r.Figures = append(r.Figures, Figure{Name: name, Value: fmt.Sprintf(format, args...)})
+	r.Figures = append(r.Figures, Figure{Name: name, Value: strings.TrimSpace(fmt.Sprintf(format, args...))})
 }
 
 // Note appends a note.
