@@ -89,7 +89,8 @@ func setStatus(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease, mutate fu
 	ctx := context.Background()
 	require.NoError(t, env.Client.Get(ctx, keyOf(hr), hr))
 	mutate(hr)
-	// hand-written state: the helper that writes a HelmRelease's status on an apiserver with no helm-controller; its callers say which status and why.
+	// hand-written state: the helper that writes a HelmRelease's status on an apiserver with no helm-controller; its
+	// callers say which status and why.
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
 }
 
@@ -143,7 +144,9 @@ func scenarioDependencyNotReady(t *testing.T, env *testenv.Env, ns string, waiti
 			"Helm upgrade succeeded for release "+ns+"/postgres.v3 with chart postgres@1.0.0", time.Now().Add(-2*time.Hour))}
 	})
 	api = createRelease(t, env, ns, "api", "postgres")
-	// hand-written state: the dependent's DependencyNotReady status, held for an hour, on an apiserver with no helm-controller; the real one reaches it in internal/conformance/flux TestDependencyNotReadyTakesTheWholeFluxPath.
+	// hand-written state: the dependent's DependencyNotReady status, held for an hour, on an apiserver with no
+	// helm-controller; the real one reaches it in internal/conformance/flux
+	// TestDependencyNotReadyTakesTheWholeFluxPath.
 	setStatus(t, env, api, func(hr *helmv2.HelmRelease) {
 		hr.Status.ObservedGeneration = hr.Generation
 		hr.Status.Conditions = []metav1.Condition{condition(meta.ReadyCondition, "False", meta.DependencyNotReadyReason,

@@ -48,7 +48,8 @@ func TestWatcherDetectsEachFluxScenarioOnTheAPIServer(t *testing.T) {
 	stale := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	// hand-written state: see scenarioDependencyNotReady (held an hour).
 	api, postgres := scenarioDependencyNotReady(t, env, ns, time.Now().Add(-time.Hour))
-	// hand-written state: see scenarioRetriesExhausted; the real helm-controller exhausts retries in internal/conformance/flux TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease.
+	// hand-written state: see scenarioRetriesExhausted; the real helm-controller exhausts retries in
+	// internal/conformance/flux TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease.
 	stalled := scenarioRetriesExhausted(t, env, ns, "cache")
 	_, sink := startWatcher(t, env, flux.DefaultThresholds(), ns)
 

@@ -244,7 +244,8 @@ func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, relea
 			app.Status.OperationState = &v1alpha1.OperationState{Operation: *app.Operation, Phase: synccommon.OperationRunning,
 				Message: "waiting for healthy state of apps/Deployment/web", StartedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
 		}
-		// hand-written state: an operation Running in the created Application's status (see createLoad's doc: 2,000 at once).
+		// hand-written state: an operation Running in the created Application's status (see createLoad's doc: 2,000 at
+		// once).
 		return env.Client.Create(ctx, app)
 	}))
 	for i := 0; i < apps; i += every { // the controller caches a (here empty) resource tree for every app

@@ -87,7 +87,8 @@ func (a *ArgoCDServer) UpdateApplication(t testing.TB, name string, mutate func(
 			return err
 		}
 		mutate(&app)
-		// hand-written state: the helper (UpdateApplication) writes the whole Application, status included (the CRD has no status subresource); callers say why.
+		// hand-written state: the helper (UpdateApplication) writes the whole Application, status included (the CRD has
+		// no status subresource); callers say why.
 		return a.Env.Client.Update(context.Background(), &app)
 	})
 	if err != nil {

@@ -102,7 +102,8 @@ func ScenarioDependencyNotReady(t testing.TB, env *Env, namespace string) Depend
 		}
 	})
 	deps := []interface{}{map[string]interface{}{"name": "db"}}
-	// hand-written state: the dependent's DependencyNotReady status (see ScenarioDependencyNotReady's doc); callers say why.
+	// hand-written state: the dependent's DependencyNotReady status (see ScenarioDependencyNotReady's doc); callers say
+	// why.
 	app := createWithStatus(t, env, helmReleaseObject(namespace, "app", "v2beta2", "podinfo", deps), func(created *unstructured.Unstructured, at string) map[string]interface{} {
 		msg := fmt.Sprintf("dependency '%s/db' is not ready", namespace)
 		return map[string]interface{}{
