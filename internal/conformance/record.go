@@ -90,13 +90,15 @@ var normalizers = []struct {
 	{regexp.MustCompile(`([a-z0-9])-[0-9a-f]{1,5}…`), "$1-xxxxxx…"},
 	// Temporary files in tools' messages, e.g. kubectl's `error when patching "/dev/shm/1368815783"`.
 	{regexp.MustCompile(`/(?:dev/shm|tmp)/[^\s"':;,)]+`), "/tmp/FILE"},
-	// Measured durations: "deleting for 8s", "open for 0s", "waited 28s", "took 1.2s", "5s later", "3m ago".
+	// Measured durations: "deleting for 8s", "open for 0s", "waited 28s", "took 1.2s", "5s later", "3m ago",
+	// "Ready 8s after its dependency".
 	{regexp.MustCompile(`\b(for|waited|took) (?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+\b`), "$1 Xs"},
-	{regexp.MustCompile(`\b(?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+ (later|ago)\b`), "Xs $1"},
+	{regexp.MustCompile(`\b(?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+ (later|ago|after its)\b`), "Xs $1"},
 }
 
 // Normalize returns s with what changes from run to run replaced by a fixed text: timestamps, UIDs, testenv's random
-// name suffixes (-xxxxxx), temporary file names and measured durations ("for Xs", "waited Xs", "Xs later").
+// name suffixes (-xxxxxx), temporary file names and measured durations ("for Xs", "waited Xs", "took Xs", "Xs later",
+// "Xs ago", "Xs after its").
 // Durations a test configures ("within 20s", "threshold 3s", "every 30s") are kept.
 func Normalize(s string) string {
 	for _, n := range normalizers {
