@@ -211,25 +211,21 @@ func direct(call *ast.CallExpr, fd *ast.FuncDecl) (string, bool) {
 		if len(call.Args) > 0 && isStatusLit(call.Args[len(call.Args)-1]) {
 			return exprString(fn) + `(…, "status")`, true
 		}
-		var body ast.Node
-		if fd != nil {
-			body = fd
-		}
-		if body == nil {
-			return "", false
-		}
-		if name == "Patch" && touchesStatus(call.Args, body) {
-			return exprString(fn) + " of status", true
-		}
-		if statusSetBefore(call, body) {
-			return exprString(fn) + " of an object whose status was set", true
-		}
 		if name != "Create" && chainHas(fn.X, "Applications") {
 			// Argo CD's clientset is the application-controller's way to write an Application: a patch or update
 			// through it plays the controller (a user edits through argocd-server or kubectl).
 			return exprString(fn) + " of an Application", true
 		}
-		if name == "Update" && updatesApplication(fn, call, body) {
+		if fd == nil {
+			return "", false // outside a function: nothing to look back at
+		}
+		if name == "Patch" && touchesStatus(call.Args, fd) {
+			return exprString(fn) + " of status", true
+		}
+		if statusSetBefore(call, fd) {
+			return exprString(fn) + " of an object whose status was set", true
+		}
+		if name == "Update" && updatesApplication(fn, call, fd) {
 			return exprString(fn) + " of an Application", true
 		}
 	}
