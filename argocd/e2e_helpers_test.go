@@ -159,6 +159,9 @@ func playController(t *testing.T, argo *testenv.ArgoCDServer, appName string, be
 			state := app.Status.OperationState.DeepCopy()
 			now := metav1.Now()
 			state.Phase, state.Message, state.FinishedAt = synccommon.OperationFailed, "Operation terminated", &now
+			// hand-written state: the Failed operation the controller writes after a terminate (the in-process
+			// argocd-server runs no application-controller; playController stands in for it). The real v2.14.21
+			// controller terminates and re-syncs in internal/conformance/argo TestFastHookJobWithTTLZero.
 			argo.SetOperationState(t, appName, state)
 			return
 		}

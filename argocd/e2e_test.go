@@ -61,7 +61,11 @@ func stuckHook(t *testing.T, argo *testenv.ArgoCDServer, app string, op func(ns 
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(app, ns))
 	job := testenv.ScenarioHookFinalizerStuck(t, argo.Env, testenv.HookJob{Namespace: ns, App: app})
+	// hand-written state: the hook Job in the app's cached tree (the in-process argocd-server runs no
+	// application-controller; see stuckHook's doc).
 	argo.SetResources(t, app, job)
+	// hand-written state: the scenario's operation state (the in-process argocd-server runs no application-controller;
+	// see stuckHook's doc).
 	argo.SetOperationState(t, app, op(ns))
 	return ns, job.Name, job.DeletionTimestamp.Add(thresholds.HookFinalizer)
 }

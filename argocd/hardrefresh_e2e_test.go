@@ -51,6 +51,9 @@ func playRefreshController(t *testing.T, argo *testenv.ArgoCDServer, appName str
 			rc.mu.Lock()
 			rc.seen = append(rc.seen, app.DeepCopy())
 			rc.mu.Unlock()
+			// hand-written state: the refresh annotation removed, as the controller's persistAppStatus does once it has
+			// reconciled: the in-process argocd-server runs no application-controller, and hard refresh is tested
+			// against no real controller yet (issue 27 item 6).
 			if _, err := apps.ArgoprojV1alpha1().Applications(app.Namespace).Patch(ctx, app.Name, types.MergePatchType, clear, metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
 				t.Errorf("refresh controller stand-in: clearing the annotation: %v", err)
 			}
@@ -94,9 +97,14 @@ func TestHardRefreshThroughTheAPI(t *testing.T) {
 	})
 	const appName = "refreshed"
 	argo.CreateApplication(t, argo.NewApplication(appName, env.Namespace(t)))
+	// hand-written state: a user's annotation on the Application; the Update writes back the status it read (the CRD
+	// has no status subresource), which no controller changes here (the in-process argocd-server runs no
+	// application-controller).
 	argo.UpdateApplication(t, appName, func(a *v1alpha1.Application) {
 		a.Annotations = map[string]string{"team": "shop"} // an annotation of the user's, which must survive
 	})
+	// hand-written state: playRefreshController stands in for the controller's part in a hard refresh (the in-process
+	// argocd-server runs no application-controller).
 	controller := playRefreshController(t, argo, appName)
 	f := syncmedic.Finding{Rule: syncmedic.RuleOperationStuck, Fingerprint: "hard-refresh-e2e",
 		Object: syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD, Kind: "Application", Name: appName, App: appName, AppNamespace: argo.Namespace, Project: "default"},

@@ -43,6 +43,8 @@ func heldHook(t *testing.T, argo *testenv.ArgoCDServer, app, ns string, finalize
 	require.NoError(t, argo.Env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	require.NoError(t, argo.Env.Client.Get(ctx, client.ObjectKeyFromObject(job), job))
 	job.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	// hand-written state: the held hook in the app's cached tree (see heldHook's doc: the in-process argocd-server runs
+	// no application-controller).
 	argo.SetResources(t, app, job)
 	return job
 }
@@ -167,6 +169,8 @@ func TestTerminateIsNotAttemptedWhileASyncWindowBlocksTheResync(t *testing.T) {
 	// a hook under a deny window in internal/conformance/argo TestSyncWindowHoldsTheTerminateOfALostHook.
 	argo.SetResources(t, app)
 	op := waitingOp("waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning, ns)
+	// hand-written state: the operation Running, waiting for a hook, for the same reason as the empty tree above (the
+	// in-process argocd-server runs no application-controller).
 	argo.SetOperationState(t, app, op)
 	a, err := getApp(argo, app)
 	require.NoError(t, err)

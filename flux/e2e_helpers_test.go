@@ -89,6 +89,8 @@ func setStatus(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease, mutate fu
 	ctx := context.Background()
 	require.NoError(t, env.Client.Get(ctx, keyOf(hr), hr))
 	mutate(hr)
+	// hand-written state: the helper that writes a HelmRelease's status on an apiserver with no helm-controller; its
+	// callers say which status and why.
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
 }
 
@@ -118,6 +120,7 @@ func condition(typ, status, reason, msg string, at time.Time) metav1.Condition {
 func scenarioStaleStatus(t *testing.T, env *testenv.Env, ns, name string, readySince time.Time) *helmv2.HelmRelease {
 	hr := createRelease(t, env, ns, name)
 	bumpGeneration(t, env, hr)
+	// hand-written state: see scenarioStaleStatus's doc (a pre-v2beta2 status, Ready for hours).
 	setStatus(t, env, hr, func(hr *helmv2.HelmRelease) {
 		hr.Status.ObservedGeneration = 1
 		hr.Status.Conditions = []metav1.Condition{condition(meta.ReadyCondition, "True", "ReconciliationSucceeded", "Helm upgrade succeeded", readySince)}
@@ -141,6 +144,9 @@ func scenarioDependencyNotReady(t *testing.T, env *testenv.Env, ns string, waiti
 			"Helm upgrade succeeded for release "+ns+"/postgres.v3 with chart postgres@1.0.0", time.Now().Add(-2*time.Hour))}
 	})
 	api = createRelease(t, env, ns, "api", "postgres")
+	// hand-written state: the dependent's DependencyNotReady status, held for an hour, on an apiserver with no
+	// helm-controller; the real one reaches it in internal/conformance/flux
+	// TestDependencyNotReadyTakesTheWholeFluxPath.
 	setStatus(t, env, api, func(hr *helmv2.HelmRelease) {
 		hr.Status.ObservedGeneration = hr.Generation
 		hr.Status.Conditions = []metav1.Condition{condition(meta.ReadyCondition, "False", meta.DependencyNotReadyReason,

@@ -46,7 +46,10 @@ func TestWatcherDetectsEachFluxScenarioOnTheAPIServer(t *testing.T) {
 	// hand-written state: see scenarioStaleStatus, scenarioDependencyNotReady and scenarioRetriesExhausted — the
 	// three seed states on an apiserver with no helm-controller, two of them held for hours.
 	stale := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
+	// hand-written state: see scenarioDependencyNotReady (held an hour).
 	api, postgres := scenarioDependencyNotReady(t, env, ns, time.Now().Add(-time.Hour))
+	// hand-written state: see scenarioRetriesExhausted; the real helm-controller exhausts retries in
+	// internal/conformance/flux TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease.
 	stalled := scenarioRetriesExhausted(t, env, ns, "cache")
 	_, sink := startWatcher(t, env, flux.DefaultThresholds(), ns)
 

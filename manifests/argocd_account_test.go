@@ -60,11 +60,14 @@ func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 	ns := env.Namespace(t)
 	apps := map[string]string{"remediable": v1alpha1.DefaultAppProjectName, "elsewhere": "other"}
 	for name, project := range apps {
+		// hand-written state: a Complete hook Job on an apiserver with no Job controller: the test is about the shipped
+		// account's RBAC through argocd-server.
 		job := testenv.CreateCompletedJob(t, env, testenv.HookJob{Name: name + "-migrate", Namespace: ns, App: name}, false)
 		app := argo.NewApplication(name, ns)
 		app.Spec.Project = project
 		argo.CreateApplication(t, app)
-		// hand-written state: the in-process argocd-server runs no application-controller; this test is about the RBAC the manifests grant syncmedic on argocd-server, which only needs the resource tree to hold the hook.
+		// hand-written state: the in-process argocd-server runs no application-controller; this test is about the RBAC
+		// the manifests grant syncmedic on argocd-server, which only needs the resource tree to hold the hook.
 		argo.SetResources(t, name, job)
 	}
 	client := argo.Applications(t, argo.Token(t, "syncmedic"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +28,7 @@ type config struct {
 	controllerLog                     string
 	statusProcs, opProcs              int
 	serveArgs                         string
+	results                           string
 }
 
 func main() {
@@ -48,6 +50,7 @@ func main() {
 	flag.IntVar(&c.statusProcs, "status-processors", 20, "the application-controller's --status-processors (Argo CD's default: 20; the test suites' stack uses 4)")
 	flag.IntVar(&c.opProcs, "operation-processors", 10, "the application-controller's --operation-processors (Argo CD's default: 10; the test suites' stack uses 4)")
 	flag.StringVar(&c.serveArgs, "serve-args", "", "more flags for syncmedic serve, space-separated (e.g. \"--argocd-live-reads 16\")")
+	flag.StringVar(&c.results, "results", benchutil.ResultsDir, "directory the run's result file (JSON) is written to; bench/README quotes these files")
 	flag.StringVar(&c.logs, "logs", "", "copy the logs of syncmedic serve (info level) and of the Argo CD components to this directory at the end")
 	flag.Parse()
 	if c.healthy < 0 || c.stuck <= 0 || c.parallel <= 0 || c.workers <= 0 || c.threshold <= 0 {
@@ -155,7 +158,21 @@ func run(t testing.TB, c config) {
 	r := report{threshold: c.threshold, samples: samples, stuck: len(stuck), healthy: c.healthy,
 		roots: len(slack.roots()), incidents: len(incidents), liveCalls: live, watchEvents: events, held: held,
 		serveCPU: cpu, liveFailed: failed, liveTimedOut: timedOut, trees: trees, treeFails: treeFails, load: loadBefore + " → " + loadAfter, verbose: c.verbose}
-	r.print(os.Stdout)
+	var printed bytes.Buffer
+	r.print(&printed)
+	fmt.Print(printed.String())
+	res := benchutil.NewResult("announce", os.Args[1:])
+	res.LoadAverage = benchutil.LoadAverage{Start: loadBefore, End: loadAfter}
+	for _, line := range strings.Split(strings.TrimSpace(printed.String()), "\n") {
+		if name, value, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, " ") {
+			res.Add(name, "%s", value)
+		}
+	}
+	if path, err := res.Write(c.results); err != nil {
+		t.Errorf("writing the result: %v", err)
+	} else {
+		fmt.Printf("result: %s\n", path)
+	}
 	if others := r.roots - len(roots); others > 0 {
 		problems = append(problems, fmt.Sprintf("%d root messages besides the first announcement of each stuck application (a healthy application announced, or one announced twice):\n%s",
 			others, slack.rec.Summary()))

@@ -27,18 +27,27 @@ func main() {
 	distinct := flag.Int("events", 500, "distinct events (one per HelmRelease) cycled through")
 	stuckEvery := flag.Int("stuck-every", 100, "every N-th HelmRelease is stuck (DependencyNotReady): 1% by default")
 	cpuprofile := flag.String("cpuprofile", "", "after the rounds, profile one extra receiver round into this file")
+	results := flag.String("results", benchutil.ResultsDir, "directory the run's result file (JSON) is written to; bench/README quotes these files")
 	flag.Parse()
 	if *n <= 0 || *c <= 0 || *rounds <= 0 || *distinct <= 0 {
 		fmt.Fprintln(os.Stderr, "receiverload: -n, -c, -rounds and -events must be positive")
 		os.Exit(2)
 	}
-	if err := run(*n, *c, *rounds, *distinct, *stuckEvery, *cpuprofile); err != nil {
+	res := benchutil.NewResult("receiverload", os.Args[1:])
+	if err := run(*n, *c, *rounds, *distinct, *stuckEvery, *cpuprofile, res); err != nil {
 		fmt.Fprintln(os.Stderr, "receiverload:", err)
 		os.Exit(1)
 	}
+	path, err := res.Write(*results)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "receiverload:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("result: %s\n", path)
 }
 
-func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string) error {
+// run measures, prints the figures and adds them to res.
+func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string, res *benchutil.Result) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	token := []byte("receiverload-hmac-token")
@@ -76,14 +85,16 @@ func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string) error {
 		}
 		for _, name := range order {
 			if name == "baseline" {
-				res := drive(client, baseURL, fx.events, n, c)
-				fmt.Printf("round %d baseline: %s\n", r+1, res)
-				base.merge(res)
+				got := drive(client, baseURL, fx.events, n, c)
+				fmt.Printf("round %d baseline: %s\n", r+1, got)
+				res.Add(fmt.Sprintf("round %d baseline", r+1), "%s", got)
+				base.merge(got)
 				continue
 			}
-			res := target.measure(client, recvURL, fx.events, n, c)
-			fmt.Printf("round %d receiver: %s\n", r+1, res)
-			recv.merge(res)
+			got := target.measure(client, recvURL, fx.events, n, c)
+			fmt.Printf("round %d receiver: %s\n", r+1, got)
+			res.Add(fmt.Sprintf("round %d receiver", r+1), "%s", got)
+			recv.merge(got)
 		}
 	}
 	if cpuprofile != "" {
@@ -97,12 +108,21 @@ func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string) error {
 			open++
 		}
 	}
+	want := (distinct + stuckEvery - 1) / max(stuckEvery, 1)
+	cpuRatio := benchutil.Ratio(float64(recv.cpu)/float64(recv.n), float64(base.cpu)/float64(base.n))
+	ratio := benchutil.Ratio(recv.rps(), base.rps())
 	fmt.Printf("tracker: %d evaluations dispatched, %d open incidents (want %d: the stuck HelmReleases)\n",
-		target.dispatched.Load(), open, (distinct+stuckEvery-1)/max(stuckEvery, 1))
+		target.dispatched.Load(), open, want)
 	fmt.Printf("baseline (bare net/http, reads body, 202): %s\n", &base)
 	fmt.Printf("receiver (verify, decode, 202, dispatch):  %s\n", &recv)
-	fmt.Printf("cpu per request (client included) receiver/baseline: %.2f\n", benchutil.Ratio(float64(recv.cpu)/float64(recv.n), float64(base.cpu)/float64(base.n)))
-	fmt.Printf("receiver/baseline throughput ratio: %.2f\n", benchutil.Ratio(recv.rps(), base.rps()))
+	fmt.Printf("cpu per request (client included) receiver/baseline: %.2f\n", cpuRatio)
+	fmt.Printf("receiver/baseline throughput ratio: %.2f\n", ratio)
+	res.Add("evaluations dispatched", "%d", target.dispatched.Load())
+	res.Add("open incidents", "%d (want %d)", open, want)
+	res.Add("baseline", "%s", &base)
+	res.Add("receiver", "%s", &recv)
+	res.Add("cpu per request receiver/baseline", "%.2f", cpuRatio)
+	res.Add("receiver/baseline throughput ratio", "%.2f", ratio)
 	return nil
 }
 

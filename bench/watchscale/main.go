@@ -21,6 +21,7 @@ func main() {
 	hookedEvery := flag.Int("hooked-every", 10, "every N-th other application is healthy but its last sync ran a PreSync hook (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the last watcher round to this file (go tool pprof -top FILE)")
 	rounds := flag.Int("rounds", 2, "rounds; each consumes the stream with the baseline and with the watcher, order alternating")
+	results := flag.String("results", benchutil.ResultsDir, "directory the run's result file (JSON) is written to; bench/README quotes these files")
 	flag.Parse()
 	if *updates < 0 {
 		*updates = *apps
@@ -33,7 +34,13 @@ func main() {
 	if *serve {
 		err = serveChild(*apps, *updates, *stuckEvery, *hookedEvery)
 	} else {
-		err = run(*apps, *updates, *stuckEvery, *hookedEvery, *rounds, *cpuprofile)
+		res := benchutil.NewResult("watchscale", os.Args[1:])
+		if err = run(*apps, *updates, *stuckEvery, *hookedEvery, *rounds, *cpuprofile, res); err == nil {
+			var path string
+			if path, err = res.Write(*results); err == nil {
+				fmt.Printf("result: %s\n", path)
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "watchscale:", err)
@@ -41,7 +48,8 @@ func main() {
 	}
 }
 
-func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) error {
+// run measures, prints the figures and adds them to res.
+func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string, res *benchutil.Result) error {
 	srv, err := startChild(apps, updates, stuckEvery, hookedEvery)
 	if err != nil {
 		return err
@@ -58,6 +66,7 @@ func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) 
 	fmt.Printf("server version: %s\n", *serverVersion)
 	fmt.Printf("stream: %d applications (%d stuck on a hook, %d healthy whose last sync ran a hook, %d healthy without hooks) as ADDED, then %d updates: %d events per consumer per round, %d rounds\n",
 		apps, nStuck, nHooked, apps-nStuck-nHooked, updates, want, rounds)
+	res.Add("server version", "%s", *serverVersion)
 
 	var base, wat measure
 	var calls serverStats
@@ -76,6 +85,7 @@ func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) 
 					return err
 				}
 				fmt.Printf("round %d baseline: cpu/event %s, heap %+d B\n", r+1, perEvent(m), m.heap)
+				res.Add(fmt.Sprintf("round %d baseline cpu/event", r+1), "%s", perEvent(m))
 				base.add(m)
 				continue
 			}
@@ -92,11 +102,12 @@ func run(apps, updates, stuckEvery, hookedEvery, rounds int, cpuprofile string) 
 			}
 			fmt.Printf("round %d watcher:  cpu/event %s, heap %+d B (%.0f B/app), %d evaluations, %d open incidents, server calls %v\n",
 				r+1, perEvent(m), m.heap, float64(m.heap)/float64(apps), m.evaluations, m.open, calls.Methods)
+			res.Add(fmt.Sprintf("round %d watcher cpu/event", r+1), "%s", perEvent(m))
 			wat.add(m)
 			wat.heap, wat.open, wat.watcher = m.heap, m.open, m.watcher
 		}
 	}
-	report(apps, nStuck, base, wat, calls)
+	report(apps, nStuck, base, wat, calls, res)
 	return nil
 }
 
@@ -126,7 +137,7 @@ func countKinds(apps, stuckEvery, hookedEvery int) (nStuck, nHooked int) {
 	return nStuck, nHooked
 }
 
-func report(apps, nStuck int, base, wat measure, calls serverStats) {
+func report(apps, nStuck int, base, wat measure, calls serverStats, res *benchutil.Result) {
 	fmt.Printf("baseline (Watch, decode, count): cpu/event %s over %d events; heap after the pass %+d B\n", perEvent(base), base.events, base.heap)
 	fmt.Printf("watcher (argocd.Watcher + tracker): cpu/event %s over %d events (the List of %d applications included); heap in use per application %.0f B; %d open incidents for %d stuck applications; watcher stats %+v\n",
 		perEvent(wat), wat.events, apps, float64(wat.heap)/float64(apps), wat.open, nStuck, wat.watcher)
@@ -139,6 +150,17 @@ func report(apps, nStuck int, base, wat measure, calls serverStats) {
 	sort.Strings(names)
 	fmt.Printf("argo cd api calls other than Watch (last watcher round): %d %v; by application: stuck %d, healthy with hooks %d, healthy %d, none named %d\n",
 		total, names, calls.ByKind["stuck"], calls.ByKind["hooked"], calls.ByKind["healthy"], calls.ByKind["none"])
-	fmt.Printf("watch/baseline cpu ratio: %.2f\n", benchutil.Ratio(float64(perEvent(wat)), float64(perEvent(base))))
-	fmt.Printf("api calls for healthy apps: %d\n", calls.ByKind["healthy"]+calls.ByKind["hooked"])
+	ratio := benchutil.Ratio(float64(perEvent(wat)), float64(perEvent(base)))
+	healthyCalls := calls.ByKind["healthy"] + calls.ByKind["hooked"]
+	fmt.Printf("watch/baseline cpu ratio: %.2f\n", ratio)
+	fmt.Printf("api calls for healthy apps: %d\n", healthyCalls)
+	res.Add("baseline cpu/event", "%s", perEvent(base))
+	res.Add("watcher cpu/event", "%s", perEvent(wat))
+	res.Add("heap in use per application", "%.0f B", float64(wat.heap)/float64(apps))
+	res.Add("open incidents", "%d for %d stuck applications", wat.open, nStuck)
+	res.Add("api calls other than Watch, last watcher round", "%d %v", total, names)
+	res.Add("api calls by application", "stuck %d, healthy with hooks %d, healthy %d, none named %d",
+		calls.ByKind["stuck"], calls.ByKind["hooked"], calls.ByKind["healthy"], calls.ByKind["none"])
+	res.Add("watch/baseline cpu ratio", "%.2f", ratio)
+	res.Add("api calls for healthy apps", "%d", healthyCalls)
 }

@@ -33,9 +33,13 @@ func leakedHook(t *testing.T, argo *testenv.ArgoCDServer, appName string) *batch
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(appName, ns))
 	job := testenv.ScenarioHookFinalizerStuck(t, argo.Env, testenv.HookJob{Namespace: ns, App: appName})
+	// hand-written state: the leaked hook in the app's cached tree (see leakedHook's doc: the in-process argocd-server
+	// runs no application-controller).
 	argo.SetResources(t, appName, job)
 	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	finished := metav1.NewTime(started.Add(10 * time.Second))
+	// hand-written state: the finished operation that leaked the hook (see leakedHook's doc: the in-process
+	// argocd-server runs no application-controller).
 	argo.SetOperationState(t, appName, &v1alpha1.OperationState{
 		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: testenv.Revision}},
 		Phase:     synccommon.OperationSucceeded, Message: "successfully synced (all tasks run)",

@@ -61,6 +61,8 @@ func TestFixTakesEitherIDAndOnlyCallsAKnownFindingFixed(t *testing.T) {
 	env := testenv.Kube(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
+	// is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "ids-build")
 	live := []string{"--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s"}
 

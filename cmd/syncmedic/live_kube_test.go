@@ -21,9 +21,13 @@ func TestLiveClusterScan(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
 	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "live-migrate"})
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
+	// is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "live-build")
 	hook := testenv.ScenarioWebhookBackendGone(t, env)
-	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
+	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd
+	// tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it
+	// in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
 	hr := testenv.ScenarioHelmReleaseOldStatus(t, env, ns, "live-redis", "v2beta1")
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339) // past every default threshold
 
@@ -64,7 +68,9 @@ func TestLiveClusterScan(t *testing.T) {
 func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
-	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
+	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd
+	// tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it
+	// in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
 	hr := testenv.ScenarioHelmReleaseOldStatus(t, env, ns, "fix-redis", "v2beta2")
 	// The scenario dates its old status a minute ahead; `fix` judges at the real time, so date it an hour back.
 	for i := range hr.Status.Conditions {
@@ -72,6 +78,8 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(context.Background(), hr))
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
+	// is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "fix-build")
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	fingerprint := func(t *testing.T, kind, name string) string {
@@ -122,13 +130,17 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 	env := testenv.Kube(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
+	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd
+	// tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it
+	// in internal/conformance/flux TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest.
 	hr := testenv.ScenarioHelmReleaseOldStatus(t, env, ns, "rbac-redis", "v2beta2")
 	for i := range hr.Status.Conditions {
 		hr.Status.Conditions[i].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
+	// is built by make tools), so its status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "rbac-build")
 
 	user := "reader-" + ns

@@ -40,6 +40,7 @@ func TestFixButtonsInChromium(t *testing.T) {
 	// hand-written state: see leakedHook. The in-process argocd-server has no application-controller: leakedHook
 	// writes the finished operation and the hook it leaked. The fix itself goes through argocd-server for real.
 	pageJob := leakedHook(t, argo, "page-checkout")
+	// hand-written state: see leakedHook (second app).
 	extJob := leakedHook(t, argo, "ext-checkout")
 	serve := startFixServe(t, env, argo, browserFixPolicy, freeAddr(t), "api-token-for-the-browser-fix-test")
 	serve.waitIncidents(t, pageJob.Namespace, pageJob.Namespace+"/"+pageJob.Name)

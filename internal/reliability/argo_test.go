@@ -32,8 +32,10 @@ func leakedHook(t *testing.T, argo *testenv.ArgoCDServer, app string) *batchv1.J
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(app, ns))
 	job := testenv.ScenarioHookFinalizerStuck(t, argo.Env, testenv.HookJob{Namespace: ns, App: app})
+	// hand-written state: the leaked hook in the app's cached tree (see leakedHook's doc).
 	argo.SetResources(t, app, job)
 	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	// hand-written state: the finished operation that leaked the hook (see leakedHook's doc).
 	argo.SetOperationState(t, app, &v1alpha1.OperationState{
 		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: testenv.Revision}},
 		Phase:     synccommon.OperationSucceeded, Message: "successfully synced (all tasks run)",

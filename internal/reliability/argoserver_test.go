@@ -47,6 +47,9 @@ func outageAtTermination(t *testing.T, argo *testenv.ArgoCDServer, app string, o
 			st := a.Status.OperationState.DeepCopy()
 			now := metav1.Now()
 			st.Phase, st.Message, st.FinishedAt = synccommon.OperationFailed, "Operation terminated", &now
+			// hand-written state: the Failed operation the controller writes after a terminate, written during an
+			// argocd-server outage the test controls (the in-process argocd-server runs no application-controller); the
+			// real controller terminates in internal/conformance/argo TestFastHookJobWithTTLZero.
 			argo.SetOperationState(t, app, st)
 			time.AfterFunc(down, restore)
 			return

@@ -194,6 +194,7 @@ func TestLoadFindsEveryStuckObjectAndKeepsMemoryFlat(t *testing.T) {
 
 	// A burst of updates of every object (what the controllers' periodic reconciliations look like).
 	for round := range 2 {
+		// hand-written state: see updateEverything (every Application's reconciledAt, 2,000 at once).
 		updateEverything(t, argo, ns, apps, releases, round)
 	}
 	eventually(t, time.Minute, func() (bool, string) {
@@ -243,9 +244,12 @@ func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, relea
 			app.Status.OperationState = &v1alpha1.OperationState{Operation: *app.Operation, Phase: synccommon.OperationRunning,
 				Message: "waiting for healthy state of apps/Deployment/web", StartedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
 		}
+		// hand-written state: an operation Running in the created Application's status (see createLoad's doc: 2,000 at
+		// once).
 		return env.Client.Create(ctx, app)
 	}))
 	for i := 0; i < apps; i += every { // the controller caches a (here empty) resource tree for every app
+		// hand-written state: the cached (empty) tree of the stuck apps (see createLoad's doc).
 		argo.SetResourceTree(t, fmt.Sprintf("app-%04d", i), &v1alpha1.ApplicationTree{})
 	}
 	require.NoError(t, parallel(releases, 16, func(i int) error {
@@ -257,6 +261,7 @@ func createLoad(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps, relea
 			return nil
 		}
 		retriesExhausted(hr)
+		// hand-written state: Stalled RetriesExceeded on 1 in every releases (see createLoad's doc: 1,000 at once).
 		return env.Client.Status().Update(ctx, hr)
 	}))
 }
@@ -275,6 +280,7 @@ func updateEverything(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps,
 		now := metav1.Now()
 		a.Status.ReconciledAt = &now
 		a.Status.Summary.Images = []string{fmt.Sprintf("registry.example.com/app:%d", round)}
+		// hand-written state: the refresh the controller writes, for every app at once (see updateEverything's doc).
 		return env.Client.Update(ctx, a)
 	}))
 	require.NoError(t, parallel(releases, 16, func(i int) error {

@@ -28,7 +28,9 @@ func runningOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 	t.Helper()
 	ns := argo.Env.Namespace(t)
 	argo.CreateApplication(t, argo.NewApplication(app, ns))
+	// hand-written state: the app's (empty) cached tree (see runningOperation's doc).
 	argo.SetResources(t, app) // the controller caches a tree for every app; this one is empty
+	// hand-written state: an operation Running that recovers when the test says (see runningOperation's doc).
 	argo.SetOperationState(t, app, &v1alpha1.OperationState{
 		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: testenv.Revision}},
 		Phase:     synccommon.OperationRunning, Message: "waiting for healthy state of apps/Deployment/web",
@@ -46,6 +48,7 @@ func finishOperation(t *testing.T, argo *testenv.ArgoCDServer, app string) {
 	st := a.Status.OperationState.DeepCopy()
 	now := metav1.Now()
 	st.Phase, st.Message, st.FinishedAt = synccommon.OperationSucceeded, "successfully synced (all tasks run)", &now
+	// hand-written state: the Running operation finished on demand (see runningOperation's doc).
 	argo.SetOperationState(t, app, st)
 }
 
@@ -95,7 +98,9 @@ rules:
 	for i := range 3 {
 		// hand-written state: see runningOperation and leakedHook.
 		runningOperation(t, argo, fmt.Sprintf("stuck-%d", i))
+		// hand-written state: see runningOperation (an app that stays stuck).
 		runningOperation(t, argo, fmt.Sprintf("recovers-%d", i))
+		// hand-written state: see leakedHook.
 		leaked = append(leaked, leakedHook(t, argo, fmt.Sprintf("fixed-%d", i)))
 		argo.CreateApplication(t, argo.NewApplication(fmt.Sprintf("healthy-%d", i), env.Namespace(t)))
 	}

@@ -87,6 +87,8 @@ func (a *ArgoCDServer) UpdateApplication(t testing.TB, name string, mutate func(
 			return err
 		}
 		mutate(&app)
+		// hand-written state: the helper (UpdateApplication) writes the whole Application, status included (the CRD has
+		// no status subresource); callers say why.
 		return a.Env.Client.Update(context.Background(), &app)
 	})
 	if err != nil {
@@ -165,8 +167,11 @@ func (a *ArgoCDServer) SetResources(t testing.TB, name string, objs ...client.Ob
 		statuses = append(statuses, v1alpha1.ResourceStatus{Group: ref.Group, Version: ref.Version, Kind: ref.Kind,
 			Namespace: ref.Namespace, Name: ref.Name, Status: v1alpha1.SyncStatusCodeSynced, Hook: hook})
 	}
+	// hand-written state: SetResources' tree in the cache; callers say why.
 	a.SetResourceTree(t, name, tree)
+	// hand-written state: SetResources' managed resources in the cache; callers say why.
 	a.SetManagedResources(t, name, diffs)
+	// hand-written state: SetResources' status.resources; callers say why.
 	a.UpdateApplication(t, name, func(app *v1alpha1.Application) { app.Status.Resources = statuses })
 }
 

@@ -39,6 +39,8 @@ func TestArgoCDResourcesAndRBAC(t *testing.T) {
 		},
 	})
 	ns := env.Namespace(t)
+	// hand-written state: a Complete hook Job on the harness's apiserver, which runs no Job controller: the test is
+	// about argocd-server's GetResource and RBAC.
 	job := CreateCompletedJob(t, env, HookJob{Namespace: ns, App: "db"}, false)
 	argo.CreateApplication(t, argo.NewApplication("db", ns))
 	// hand-written state: the app's resource tree, which the in-process argocd-server's RBAC checks read; it runs no

@@ -52,6 +52,7 @@ func ScenarioHelmReleaseOldStatus(t testing.TB, env *Env, namespace, name, versi
 		"lastReleaseRevision":         int64(4),
 		"helmChart":                   namespace + "/" + namespace + "-" + name,
 	}
+	// hand-written state: ScenarioHelmReleaseOldStatus's status (see its doc); callers say why.
 	updated, err := hrs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("testenv: writing HelmRelease status through %s: %v", version, err)
@@ -101,6 +102,8 @@ func ScenarioDependencyNotReady(t testing.TB, env *Env, namespace string) Depend
 		}
 	})
 	deps := []interface{}{map[string]interface{}{"name": "db"}}
+	// hand-written state: the dependent's DependencyNotReady status (see ScenarioDependencyNotReady's doc); callers say
+	// why.
 	app := createWithStatus(t, env, helmReleaseObject(namespace, "app", "v2beta2", "podinfo", deps), func(created *unstructured.Unstructured, at string) map[string]interface{} {
 		msg := fmt.Sprintf("dependency '%s/db' is not ready", namespace)
 		return map[string]interface{}{
@@ -128,6 +131,7 @@ func createWithStatus(t testing.TB, env *Env, obj *unstructured.Unstructured,
 		t.Fatalf("testenv: creating HelmRelease %s through %s: %v", obj.GetName(), version, err)
 	}
 	created.Object["status"] = status(created, created.GetCreationTimestamp().Add(time.Minute).UTC().Format(time.RFC3339))
+	// hand-written state: createWithStatus's status; its callers say which.
 	if _, err := hrs.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("testenv: writing HelmRelease %s status through %s: %v", obj.GetName(), version, err)
 	}

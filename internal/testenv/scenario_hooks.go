@@ -115,6 +115,8 @@ func CreateCompletedJob(t testing.TB, env *Env, hook HookJob, failed bool) *batc
 		c.Status, c.LastProbeTime, c.LastTransitionTime = corev1.ConditionTrue, end, end
 		job.Status.Conditions = append(job.Status.Conditions, c)
 	}
+	// hand-written state: CreateCompletedJob's status, as the Job controller writes it (the harness's apiserver runs
+	// none); callers say why.
 	if err := env.Client.Status().Update(ctx, job); err != nil {
 		t.Fatalf("testenv: writing Job status: %v", err)
 	}
@@ -139,6 +141,7 @@ type HookCompletionMissed struct {
 func ScenarioHookCompletionMissed(t testing.TB, argo *ArgoCDServer, appName string, startedAgo time.Duration) HookCompletionMissed {
 	t.Helper()
 	ns := argo.Env.Namespace(t)
+	// hand-written state: the completed hook Job of ScenarioHookCompletionMissed (see its doc).
 	job := CreateCompletedJob(t, argo.Env, HookJob{Namespace: ns, App: appName}, false)
 	argo.CreateApplication(t, argo.NewApplication(appName, ns))
 	started := metav1.NewTime(time.Now().Add(-startedAgo).Truncate(time.Second))
@@ -162,7 +165,10 @@ func ScenarioHookCompletionMissed(t testing.TB, argo *ArgoCDServer, appName stri
 			}},
 		},
 	}
+	// hand-written state: the hook in the app's cached tree (see ScenarioHookCompletionMissed's doc).
 	argo.SetResources(t, appName, job)
+	// hand-written state: the operation Running, waiting for the completed hook (see ScenarioHookCompletionMissed's
+	// doc).
 	app := argo.SetOperationState(t, appName, state)
 	return HookCompletionMissed{App: app, Job: job}
 }

@@ -1,13 +1,10 @@
 package benchutil
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/metrics"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -46,25 +43,12 @@ func HeapInUse() uint64 {
 
 // Machine describes where the figures come from: CPU count, CPU model, Go version, OS and the load average.
 func Machine() string {
-	model := "unknown CPU"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-		_ = f.Close()
-	}
+	m := ThisMachine()
 	load := ""
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			load = ", load average " + strings.Join(f[:3], " ")
-		}
+	if l := loadAverage(); l != "" {
+		load = ", load average " + l
 	}
-	return fmt.Sprintf("%d CPUs (%s), %s %s/%s, GOMAXPROCS %d%s", runtime.NumCPU(), model, runtime.Version(),
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), load)
+	return fmt.Sprintf("%d CPUs (%s), %s, GOMAXPROCS %d%s", m.NProc, m.CPUModel, m.Go, m.GOMAXPROCS, load)
 }
 
 // Ratio returns a/b, or 0 when b is 0.

@@ -117,6 +117,8 @@ func (s *Stack) ScenarioPreV2beta2Status(t testing.TB, namespace string, repo *R
 			map[string]any{"type": "Released", "status": "True", "reason": "UpgradeSucceeded", "message": "Helm upgrade succeeded", "lastTransitionTime": at},
 		},
 	}
+	// hand-written state: ScenarioPreV2beta2Status replaces the real release's status with what helm-controller <=
+	// v0.36 wrote (it does not download); see its doc.
 	if err := s.Env.Client.Status().Update(context.Background(), u); err != nil {
 		t.Fatalf("fluxreal: writing the v2beta1-era status of %s/%s: %v", namespace, name, err)
 	}
