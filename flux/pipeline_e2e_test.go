@@ -87,6 +87,7 @@ rules:
 	// hand-written state: see handleRequest and failReleaseStep (a request handled with the status left stale and
 	// the upgrade recorded as failed, which the real helm-controller never leaves).
 	failReleaseStep(t, env, hr)
+	// hand-written state: see handleRequest (lastHandledReconcileAt written as helm-controller would, at a chosen instant).
 	handleRequest(t, env, hr) // helm-controller handled it, its upgrade failed, and the status stays stale
 	var got map[string]string
 	require.Eventually(t, func() bool {
