@@ -158,10 +158,6 @@ func TestResyncOfAMultiSourceAutoSyncedAppIsAccepted(t *testing.T) {
 	a.Spec.Sources[1].Path = "overlay"
 	a.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{}}
 	argo.CreateApplication(t, a)
-	// hand-written state: an auto-sync operation of an earlier commit (its Revisions, as the server resolved them
-	// then), Running and waiting for a hook, while the sources now pin testenv.Revision. The in-process
-	// argocd-server runs no application-controller; what matters here is the Sync request argocd-server gets.
-	//
 	// A Sync naming those Revisions is refused from v3.3.0 (FailedPrecondition "Cannot sync source … auto-sync
 	// currently set to …", v3.6.1 server/application/application.go ~2248). v2.14.21 to v3.2.11 have the same check
 	// but it never fires (resolveSourceRevisions writes the requested revisions into the slice GetSources returns,
@@ -171,6 +167,9 @@ func TestResyncOfAMultiSourceAutoSyncedAppIsAccepted(t *testing.T) {
 	op.Operation.Sync.Revision, op.Operation.Sync.Revisions = "", []string{otherRevision, otherRevision}
 	op.Operation.Sync.Sources = a.Spec.Sources
 	op.Operation.InitiatedBy = v1alpha1.OperationInitiator{Automated: true}
+	// hand-written state: an auto-sync operation of an earlier commit (its Revisions, as the server resolved them
+	// then), Running and waiting for a hook, while the sources now pin testenv.Revision. The in-process
+	// argocd-server runs no application-controller; what matters here is the Sync request argocd-server gets.
 	argo.SetOperationState(t, name, op)
 	a, err := getApp(argo, name)
 	require.NoError(t, err)
