@@ -16,6 +16,7 @@ import (
 func (r *Remedies) resyncPlan(t target, p map[string]string) []string {
 	req := syncRequestFromParams(t, p)
 	return []string{
+		fmt.Sprintf("GetApplicationSyncWindows app=%s: stop unless an unattended sync may run now; CanI applications, override when the sync names a revision other than the targetRevision (Argo CD v3.2+)", t),
 		fmt.Sprintf("TerminateOperation app=%s (only if its operation is still Running)", t),
 		fmt.Sprintf("wait on Watch app=%s until the operation phase leaves Running/Terminating", t),
 		"Sync " + describeSync(req) + ` (retried with backoff while Argo CD answers "another operation is already in progress")`,
