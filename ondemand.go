@@ -192,7 +192,7 @@ func (t *Tracker) Fix(ctx context.Context, id string, req FixRequest) (FixResult
 		return res, &FixError{Code: FixConflict, Msg: "the plan changed since it was reviewed (the object or the finding moved): review the new plan and confirm it"}
 	}
 	rl := *r.RateLimit
-	if ok, retryAt, why := s.limiter.Allow(ObjectKey(f.Object), rl); !ok {
+	if ok, retryAt, why := s.limiter.Allow(RemedyKey(f), rl); !ok {
 		return res, &FixError{Code: FixRateLimited, Msg: "rate limit: " + why, RetryAfter: max(time.Second, retryAt.Sub(t.o.Now()))}
 	}
 	d := Decision{Mode: r.Mode, Act: true, Reason: fmt.Sprintf("requested by %s; policy fixBy %q for %s", req.Caller, allowedBy, f.Rule)}

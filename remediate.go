@@ -124,11 +124,17 @@ func (s *RemediationStage) consider(ctx context.Context, t *Tracker, id string, 
 		return
 	}
 	rl := *pol.For(f.Rule).RateLimit
-	if prev, ok := t.recurredAfter(inc, action, time.Duration(rl.Window)); ok {
-		// The same remedy already "worked" on this object and the condition came back (on Argo CD 2.14 a re-sync re-runs
-		// a ttlSecondsAfterFinished: 0 hook, which loses the same race): repeating it would loop. A person decides.
-		d = Decision{Mode: d.Mode, Reason: fmt.Sprintf("not repeated: %s was applied to this object at %s (incident %s) and the condition came back; the remedy does not fix the cause, so a person must look",
-			action, prev.At.UTC().Format(time.RFC3339), prev.incident)}
+	if prev, ok := t.recurredAfter(inc, time.Duration(rl.Window)); ok {
+		// The same remedy already "worked" on this object (or, for one that terminates or syncs, on this application)
+		// and the condition came back (on Argo CD 2.14 a re-sync re-runs a ttlSecondsAfterFinished: 0 hook, which
+		// loses the same race, under a new name when it is a generateName hook): repeating it would loop. A person
+		// decides.
+		target := "this object"
+		if f.Remedy.ActsOnApplication() && f.Object.App != "" {
+			target = "application " + f.Object.App
+		}
+		d = Decision{Mode: d.Mode, Reason: fmt.Sprintf("not repeated: %s was applied to %s at %s (incident %s) and the condition came back; the remedy does not fix the cause, so a person must look",
+			prev.Action, target, prev.At.UTC().Format(time.RFC3339), prev.incident)}
 		s.recordDryRun(ctx, t, inc, rem, d)
 		return
 	}
@@ -140,8 +146,7 @@ func (s *RemediationStage) consider(ctx context.Context, t *Tracker, id string, 
 			return // give the tool time to act on the fix before trying again
 		}
 	}
-	key := ObjectKey(f.Object)
-	if ok, retryAt, why := s.limiter.Allow(key, rl); !ok {
+	if ok, retryAt, why := s.limiter.Allow(RemedyKey(f), rl); !ok {
 		s.log.Debug("remediation deferred", "incident", id, "rule", f.Rule, "action", action, "reason", why, "retryAt", retryAt)
 		return
 	}
@@ -163,7 +168,7 @@ func (s *RemediationStage) applyAttempt(ctx context.Context, t *Tracker, inc Inc
 	if err != nil {
 		a.Result, a.Error, a.Permanent = ResultFailed, err.Error(), IsPermanent(err)
 	}
-	s.limiter.Record(ObjectKey(f.Object), start, err == nil)
+	s.limiter.Record(RemedyKey(f), start, err == nil)
 	s.metrics.remediation(f.Rule, action, a.Result)
 	attrs := []any{"who", s.identity}
 	if requestedBy != "" {
@@ -210,7 +215,7 @@ func (s *RemediationStage) seed(stored []Incident) {
 	for _, inc := range stored {
 		for _, a := range inc.Attempts {
 			if a.Result == ResultSucceeded || a.Result == ResultFailed {
-				all = append(all, action{ObjectKey(inc.Finding.Object), a.At, a.Result == ResultSucceeded})
+				all = append(all, action{RemedyKey(inc.Finding), a.At, a.Result == ResultSucceeded})
 			}
 		}
 	}
@@ -223,8 +228,8 @@ func (s *RemediationStage) seed(stored []Incident) {
 // remedyKeys are what one remedy holds while it runs: the incident, the object, and the Argo CD application.
 func remedyKeys(id string, o ObjectRef) []string {
 	keys := []string{"incident:" + id, "object:" + ObjectKey(o)}
-	if o.App != "" {
-		keys = append(keys, "app:"+o.Tool+"/"+o.Instance+"/"+o.AppNamespace+"/"+o.App)
+	if app := ApplicationKey(o); app != "" {
+		keys = append(keys, "app:"+app)
 	}
 	return keys
 }
@@ -258,26 +263,39 @@ type priorRemedy struct {
 	incident string
 }
 
-// recurredAfter finds an earlier incident about the same finding (same fingerprint), resolved within window, whose
-// remedy action succeeded: the condition came back after the fix.
-func (t *Tracker) recurredAfter(inc Incident, action ActionID, window time.Duration) (priorRemedy, bool) {
+// recurredAfter finds an earlier incident, resolved within window, whose remedy succeeded on what inc's remedy acts
+// on: the condition came back after the fix. For a remedy that acts on an object that is the same finding (same
+// fingerprint) and action; for one that acts on the Argo CD application (terminate, sync) it is any incident of the
+// same application whose remedy also acted on it — the next hook it is stuck on may have another name (a
+// generateName hook is renamed every operation, argocd/hook-completion-missed or hook-immutable reports the hook).
+func (t *Tracker) recurredAfter(inc Incident, window time.Duration) (priorRemedy, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.o.Now()
 	var found priorRemedy
 	ok := false
 	for id, other := range t.incidents {
-		if id == inc.ID || other.Fingerprint != inc.Fingerprint || other.IsOpen() || other.ResolvedAt == nil ||
-			now.Sub(*other.ResolvedAt) > window {
+		if id == inc.ID || other.IsOpen() || other.ResolvedAt == nil || now.Sub(*other.ResolvedAt) > window {
 			continue
 		}
 		for _, a := range other.Attempts {
-			if a.Action == action && a.Result == ResultSucceeded && a.Changed && (!ok || a.At.After(found.At)) {
+			if a.Result == ResultSucceeded && a.Changed && sameRemedyTarget(inc, other, a) && (!ok || a.At.After(found.At)) {
 				found, ok = priorRemedy{Attempt: a, incident: id}, true
 			}
 		}
 	}
 	return found, ok
+}
+
+// sameRemedyTarget reports whether attempt a of the earlier incident other acted on what inc's remedy acts on (see
+// recurredAfter).
+func sameRemedyTarget(inc Incident, other *Incident, a Attempt) bool {
+	r := inc.Finding.Remedy
+	if !r.ActsOnApplication() || inc.Finding.Object.App == "" {
+		return other.Fingerprint == inc.Fingerprint && a.Action == r.Action
+	}
+	prev := other.Finding.Remedy
+	return prev.ActsOnApplication() && a.Action == prev.Action && RemedyKey(other.Finding) == RemedyKey(inc.Finding)
 }
 
 // lastReal returns the latest attempt that was not a dry-run.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -62,7 +63,7 @@ func newRemediationRig(t *testing.T, policyYAML string) *remediationRig {
 	log := slog.New(slog.NewJSONHandler(r.logs, nil))
 	m := NewMetrics(r.reg)
 	stage := NewRemediationStage(RemediationOptions{
-		Remediers: Remediers{ActionRemoveHookFinalizer: r.rem}, Limiter: NewRateLimiter(r.clock.Now),
+		Remediers: Remediers{ActionRemoveHookFinalizer: r.rem, ActionTerminateAndResync: r.rem}, Limiter: NewRateLimiter(r.clock.Now),
 		Identity: "syncmedic-0", Log: log, Metrics: m,
 	})
 	r.tr = newTestTracker(t, TrackerOptions{Publisher: r.evs, Now: r.clock.Now, Remediation: stage, Log: log, Metrics: m,
@@ -314,4 +315,90 @@ func TestAnIncidentResolvedByItsOwnRemedySaysSucceededBeforeResolved(t *testing.
 	require.Eventually(t, func() bool { return slices.Contains(evs.kinds(), EventResolved) }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []EventKind{EventOpened, EventRemediating, EventRemediated, EventResolved}, evs.kinds(),
 		"the thread says the remedy succeeded, then that the incident resolved")
+}
+
+// appHookFinding is a finding on a hook of Argo CD application app (in namespace argocd) whose remedy is action;
+// reruns marks a remedy that starts a new sync.
+func appHookFinding(rule RuleID, app, hook string, action ActionID, reruns bool) Finding {
+	f := NewFinding(rule, ObjectRef{Tool: ToolArgoCD, Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: hook,
+		App: app, AppNamespace: "argocd", Project: "default"}, "hook Job "+hook+" of "+app)
+	f.Remedy = Remedy{Action: action, AutoSafe: true, RerunsHooks: reruns, Description: "fix " + hook}
+	return f
+}
+
+const appLevelPolicy = `
+defaults:
+  rateLimit: {max: %d, window: 1h, backoff: 1m, maxBackoff: 10m}
+rules:
+  argocd/hook-completion-missed: {mode: auto, rerunHooks: true}
+  argocd/hook-immutable: {mode: auto, rerunHooks: true}
+  argocd/hook-finalizer-stuck: {mode: auto}
+`
+
+// TestAnApplicationLevelRemedyIsLimitedByTheApplicationNotByTheHookName: gitops-engine names a generateName hook
+// <prefix><rev7>-<phase>-<startedAt>, so every re-sync re-creates the stuck hook under a new name. A remedy that
+// terminates or syncs acts on the application: the rate limit and "not repeated" count it per application.
+func TestAnApplicationLevelRemedyIsLimitedByTheApplicationNotByTheHookName(t *testing.T) {
+	ctx := context.Background()
+	const (
+		first  = "migrate-4f2a9c1-presync-1773144000" // the hook of the first operation
+		second = "migrate-4f2a9c1-presync-1773144330" // the same hook, re-created by the re-sync syncmedic started
+	)
+	resync := func(app, hook string) Finding {
+		return appHookFinding(RuleHookCompletionMissed, app, hook, ActionTerminateAndResync, true)
+	}
+	tests := []struct {
+		name string
+		max  int
+		// before is remedied first and, unless stillOpen, resolves; after comes next.
+		before, after Finding
+		stillOpen     bool
+		wantReal      int
+		wantReason    string // of after's dry-run record, when it is refused by "not repeated"
+	}{
+		{name: "the re-created hook's terminate-and-resync is not repeated once the first incident resolved",
+			max: 3, before: resync("shop", first), after: resync("shop", second), wantReal: 1,
+			wantReason: "not repeated: argocd/terminate-and-resync was applied to application shop"},
+		{name: "while the first incident is open the rate limit counts the application",
+			max: 1, before: resync("shop", first), after: resync("shop", second), stillOpen: true, wantReal: 1},
+		{name: "a finalizer removal that then synced counts as an action on the application",
+			max: 3, before: appHookFinding(RuleHookImmutable, "shop", first, ActionRemoveHookFinalizer, true), after: resync("shop", second), wantReal: 1,
+			wantReason: "not repeated: argocd/remove-hook-finalizer was applied to application shop"},
+		{name: "near miss: another application is not limited",
+			max: 1, before: resync("shop", first), after: resync("web", second), stillOpen: true, wantReal: 2},
+		{name: "near miss: a finalizer removal alone acts on its hook only",
+			max: 1, before: appHookFinding(RuleHookFinalizerStuck, "shop", first, ActionRemoveHookFinalizer, false),
+			after: appHookFinding(RuleHookFinalizerStuck, "shop", second, ActionRemoveHookFinalizer, false), wantReal: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRemediationRig(t, fmt.Sprintf(appLevelPolicy, tt.max))
+			r.tr.Observe(ctx, "s", []Finding{tt.before})
+			real, _ := r.rem.calls()
+			require.Equal(t, 1, real, "the first remedy is applied")
+			var open []Finding
+			if tt.stillOpen {
+				open = []Finding{tt.before}
+			} else {
+				for range 3 { // resolveAfter: the fix seemed to work
+					r.clock.Advance(time.Minute)
+					r.tr.Observe(ctx, "s", nil)
+				}
+				require.Equal(t, StateResolved, r.evs.last().Incident.State)
+			}
+			r.clock.Advance(5 * time.Minute) // past the backoff, inside the window: the v2.14 loop's period
+			r.tr.Observe(ctx, "s", append(open, tt.after))
+			real, _ = r.rem.calls()
+			require.Equal(t, tt.wantReal, real)
+			last := r.evs.last()
+			require.Equal(t, tt.after.WithFingerprint().Fingerprint, last.Incident.Fingerprint, "the last event is about the second hook")
+			if tt.wantReal == 1 { // refused: deferred by the limit (no attempt) or recorded as not repeated (dry-run)
+				require.True(t, last.Attempt == nil || last.Attempt.Result == ResultDryRun, "%+v", last.Attempt)
+			}
+			if tt.wantReason != "" {
+				require.Equal(t, ResultDryRun, last.Attempt.Result)
+				require.Contains(t, last.Attempt.Reason, tt.wantReason)
+			}
+		})
+	}
 }

@@ -24,11 +24,34 @@ func deletingApp(age time.Duration, finalizers ...string) *v1alpha1.Application 
 
 func TestAppDeletionStuck(t *testing.T) {
 	th := DefaultThresholds()
+	// What argo-cd v3.6.1 writes while PreDelete hooks hold a deletion: the controller adds both pre-delete finalizers
+	// to an app with a PreDelete hook (controller/appcontroller.go:2133-2147); a failed hook is deleted and the error
+	// "PreDelete hook(s) failed: ns/name" (controller/hook.go:254, wrapped at appcontroller.go:1406) becomes the
+	// DeletionError condition (appcontroller.go:1125-1131) until the next pass creates the hook again.
+	preDeleting := func(age time.Duration, conditionMessage string) *v1alpha1.Application {
+		a := deletingApp(age, ResourcesFinalizer, PreDeleteFinalizer, PreDeleteFinalizer+"/cleanup")
+		if conditionMessage != "" {
+			a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionDeletionError, Message: conditionMessage}}
+		}
+		return a
+	}
+	failedPreDeleteHook := func(t *testing.T) []*unstructured.Unstructured {
+		j := hookJob(t, nil, nil, false)
+		j.SetName("pre-cleanup")
+		j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreDelete"})
+		require.NoError(t, unstructured.SetNestedSlice(j.Object, []interface{}{
+			map[string]interface{}{"type": "Failed", "status": "True", "lastTransitionTime": now.Add(-time.Minute).Format(time.RFC3339)},
+		}, "status", "conditions"))
+		return []*unstructured.Unstructured{j}
+	}
 	tests := []struct {
-		name    string
-		app     *v1alpha1.Application
-		want    bool
-		because string
+		name       string
+		app        *v1alpha1.Application
+		hooks      func(t *testing.T) []*unstructured.Unstructured
+		want       bool
+		because    string
+		notBecause string // a wrong explanation the finding must not give
+		command    string // in the last proposed command
 	}{
 		{name: "an app held by the resources finalizer past the threshold names the resources Argo CD waits for",
 			app: deletingApp(time.Hour, ResourcesFinalizer), want: true, because: "waits for 2 resource(s)"},
@@ -47,13 +70,41 @@ func TestAppDeletionStuck(t *testing.T) {
 				a.Status.Resources = nil
 				return a
 			}(), want: true, because: "PostDelete hooks"},
+		{name: "v3.6.1: PreDelete hooks that have not succeeded hold the whole deletion: nothing is deleted yet, so no resource is blamed",
+			app: preDeleting(time.Hour, ""), want: true, because: "its PreDelete hooks have not all succeeded: Argo CD deletes nothing",
+			notBecause: "waits for 2 resource(s)",
+			command:    `{"op":"test","path":"/metadata/finalizers/1","value":"pre-delete-finalizer.argocd.argoproj.io"},{"op":"remove","path":"/metadata/finalizers/1"}`},
+		{name: "v3.6.1: the failed PreDelete hook the DeletionError condition names is the reason, and it is run again and again",
+			app:  preDeleting(time.Hour, "error executing pre-delete hooks: PreDelete hook(s) failed: shop/pre-cleanup"),
+			want: true, because: "its PreDelete hook(s) shop/pre-cleanup failed: Argo CD deletes a failed PreDelete hook and runs it again",
+			notBecause: "waits for 2 resource(s)", command: "skips the PreDelete hooks"},
+		{name: "v3.6.1: a failed PreDelete hook seen live is the reason when the condition has been cleared",
+			app: preDeleting(time.Hour, ""), hooks: failedPreDeleteHook, want: true,
+			because: "a PreDelete hook failed: Argo CD deletes a failed PreDelete hook", notBecause: "waits for 2 resource(s)"},
+		{name: "v3.6.1: an app held only by the pre-delete finalizer is reported",
+			app: func() *v1alpha1.Application {
+				a := deletingApp(time.Hour, PreDeleteFinalizer)
+				a.Status.Resources = nil
+				return a
+			}(), want: true, because: "its PreDelete hooks have not all succeeded", command: `"path":"/metadata/finalizers/0"`},
+		{name: "v3.6.1: an app held only by the pre-delete cleanup stage waits for its PreDelete hooks to go",
+			app: func() *v1alpha1.Application {
+				a := deletingApp(time.Hour, PreDeleteFinalizer+"/cleanup")
+				a.Status.Resources = nil
+				return a
+			}(), want: true, because: "waits for its PreDelete hooks to be deleted (pre-delete-finalizer/cleanup)"},
+		{name: "an app held by the pre-delete finalizer deleted a moment ago is not stuck yet", app: preDeleting(time.Minute, "")},
 		{name: "an app deleted a moment ago is not stuck yet", app: deletingApp(time.Minute, ResourcesFinalizer)},
 		{name: "an app deleted without Argo CD's finalizers is none of this rule's business", app: deletingApp(time.Hour, "example.com/other")},
 		{name: "an app that is not being deleted is fine", app: app(nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := Evaluate(AppObservation{App: tt.app, HooksKnown: true}, now, th)
+			obs := AppObservation{App: tt.app, HooksKnown: true}
+			if tt.hooks != nil {
+				obs.Hooks = tt.hooks(t)
+			}
+			fs := Evaluate(obs, now, th)
 			if !tt.want {
 				require.Empty(t, fs)
 				return
@@ -62,16 +113,25 @@ func TestAppDeletionStuck(t *testing.T) {
 			f := fs[0]
 			require.Equal(t, syncmedic.RuleAppDeletionStuck, f.Rule)
 			require.Contains(t, f.Summary, tt.because)
+			if tt.notBecause != "" {
+				require.NotContains(t, f.Summary, tt.notBecause)
+			}
 			require.Equal(t, tt.app.DeletionTimestamp.Time, f.Since)
 			require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "removing an Application's finalizers orphans its resources: never automatic")
 			require.Contains(t, f.Remedy.Commands[0], "argocd app resources argocd/shop")
+			if tt.command != "" {
+				require.Contains(t, f.Remedy.Commands[len(f.Remedy.Commands)-1], tt.command)
+			}
 			t.Run("the watcher's trimmed copy keeps what the rule reads", func(t *testing.T) {
 				d := decorated(tt.app)
 				d.Status.Conditions = append(d.Status.Conditions, tt.app.Status.Conditions...)
 				d.Status.Resources = tt.app.Status.Resources
-				full := Evaluate(AppObservation{App: d, HooksKnown: true}, now, th)
+				dobs := obs
+				dobs.App = d
+				full := Evaluate(dobs, now, th)
 				require.Equal(t, f.Summary, full[0].Summary)
-				require.Equal(t, full, Evaluate(AppObservation{App: retained(d), HooksKnown: true}, now, th))
+				dobs.App = retained(d)
+				require.Equal(t, full, Evaluate(dobs, now, th))
 			})
 		})
 	}
@@ -113,6 +173,10 @@ func TestHookNotDeleted(t *testing.T) {
 		{name: "a held hook deleted before this sync started is not this sync's wait", msg: running,
 			hook: func(t *testing.T) *unstructured.Unstructured {
 				return hookJob(t, []string{"example.com/audit"}, ago(2*time.Hour), true)
+			}, state: 10 * time.Minute},
+		{name: "a held hook of an operation a sync window blocks is not what it waits for (v3.6.1 controller/sync.go:197)",
+			msg: "Sync operation blocked by sync window", hook: func(t *testing.T) *unstructured.Unstructured {
+				return hookJob(t, []string{"example.com/audit"}, ago(10*time.Minute), true)
 			}, state: 10 * time.Minute},
 		{name: "a held hook deleted a moment ago is given the threshold", msg: running,
 			hook: func(t *testing.T) *unstructured.Unstructured {

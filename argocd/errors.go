@@ -67,6 +67,14 @@ func classify(call Call, app string, err error) error {
 		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: not authenticated: the token is missing, expired or revoked (give a valid account token with --argocd-token-file or ARGOCD_AUTH_TOKEN): %w", call, app, err))
 	case codes.InvalidArgument:
 		return syncmedic.Permanent(fmt.Errorf("argocd %s %s: invalid request: %w", call, app, err))
+	case codes.FailedPrecondition:
+		if isAutoSyncRevision(err) {
+			return syncmedic.Permanent(fmt.Errorf("argocd %s %s: argocd-server refuses a revision other than the targetRevision "+
+				"for an auto-synced application; the same request would be refused again: %w", call, app, err))
+		}
+		if strings.Contains(err.Error(), "application is deleting") {
+			return syncmedic.Permanent(fmt.Errorf("argocd %s %s: the application is being deleted: %w", call, app, err))
+		}
 	}
 	return fmt.Errorf("argocd %s %s: %w", call, app, err)
 }
@@ -74,6 +82,15 @@ func classify(call Call, app string, err error) error {
 // isSyncWindow reports whether err is Argo CD's refusal of a sync by a sync window ("blocked by sync window").
 func isSyncWindow(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "sync window")
+}
+
+// isAutoSyncRevision reports whether err is argocd-server's FailedPrecondition for a Sync naming a revision other
+// than an auto-synced application's targetRevision ("Cannot sync to X: auto-sync currently set to Y", "Cannot sync
+// source R to X: auto-sync currently set to Y"; v2.14.21 and v3.6.1 server/application resolveSourceRevisions).
+// It is permanent: the server answers the same until the request or the application changes. Other
+// FailedPrecondition answers of Sync (a revision the repo-server could not resolve) stay retryable.
+func isAutoSyncRevision(err error) bool {
+	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "auto-sync currently set to")
 }
 
 // isAnotherOperation reports whether err is Argo CD's "another operation is already in progress".

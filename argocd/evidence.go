@@ -25,6 +25,9 @@ const (
 	ParamPatch        = "patch"
 	ParamPatchType    = "patchType"
 	ParamFinalizer    = "finalizer"
+	// ParamUID is the UID of the object the finding is about: a remedy finding another UID under the same name acts
+	// on nothing (the object was re-created).
+	ParamUID = "uid"
 	// ParamThenSync is "true" when the operation must be terminated (if running) and synced again after the patch.
 	ParamThenSync    = "thenSync"
 	ParamRevision    = "revision"
@@ -167,10 +170,11 @@ func resyncRemedy(obs AppObservation, description string) syncmedic.Remedy {
 
 func removeFinalizerRemedy(obs AppObservation, h *unstructured.Unstructured, idx int, thenSync bool) syncmedic.Remedy {
 	gvk := h.GroupVersionKind()
-	patch := RemoveFinalizerPatch(idx, HookFinalizer)
+	patch := RemoveFinalizerPatch(idx, HookFinalizer, string(h.GetUID()))
 	p := map[string]string{
 		ParamGroup: gvk.Group, ParamVersion: gvk.Version, ParamKind: gvk.Kind, ParamNamespace: h.GetNamespace(), ParamName: h.GetName(),
 		ParamPatch: patch, ParamPatchType: JSONPatchType, ParamFinalizer: HookFinalizer, ParamThenSync: strconv.FormatBool(thenSync),
+		ParamUID: string(h.GetUID()),
 	}
 	syncParams(obs, p)
 	patchCmd := fmt.Sprintf("argocd app patch-resource %s --kind %s --resource-name %s --namespace %s", cliAppName(obs), gvk.Kind, h.GetName(), h.GetNamespace())
@@ -182,7 +186,7 @@ func removeFinalizerRemedy(obs AppObservation, h *unstructured.Unstructured, idx
 		patchCmd,
 		fmt.Sprintf("# or, without the Argo CD API: kubectl -n %s patch %s %s --type json -p '%s'", h.GetNamespace(), kindLower(gvk.Kind), h.GetName(), patch),
 	}
-	desc := "Remove exactly the finalizer argocd.argoproj.io/hook-finalizer (the patch tests the entry first, so no other finalizer is touched) so the deleted hook can go away."
+	desc := "Remove exactly the finalizer argocd.argoproj.io/hook-finalizer (the patch tests the object's UID and the entry first, so no other finalizer and no re-created hook is touched) so the deleted hook can go away."
 	if thenSync {
 		cmds = append(cmds, "argocd app terminate-op "+cliAppName(obs)+"   # only if the operation is still running", syncCommand(obs, p))
 		desc += " Then sync the same revision again: the new sync runs every hook of the application again (migrations included)."

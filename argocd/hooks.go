@@ -50,10 +50,16 @@ func finalizerIndex(obj *unstructured.Unstructured, name string) int {
 	return -1
 }
 
-// RemoveFinalizerPatch returns the JSON patch that tests that the finalizer at index idx is name and removes it:
-// it fails, and changes nothing, if the list changed in between.
-func RemoveFinalizerPatch(idx int, name string) string {
-	return fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, idx, name, idx)
+// RemoveFinalizerPatch returns the JSON patch that tests that the object is the one with uid (when uid is not
+// empty) and that the finalizer at index idx is name, and removes it: it fails, and changes nothing, if the list
+// changed in between or if the object was deleted and created again under the same name (a new sync re-creates its
+// hooks, and on v3 gitops-engine adds the finalizer at creation: that finalizer belongs to a running hook).
+func RemoveFinalizerPatch(idx int, name, uid string) string {
+	uidTest := ""
+	if uid != "" {
+		uidTest = fmt.Sprintf(`{"op":"test","path":"/metadata/uid","value":%q},`, uid)
+	}
+	return fmt.Sprintf(`[%s{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, uidTest, idx, name, idx)
 }
 
 // hookRef identifies a hook the way gitops-engine's messages name it: group/kind/name.

@@ -28,6 +28,9 @@ type RemedierOptions struct {
 	SyncAttempts int
 	// StopTimeout bounds the wait, on the watch, for a terminated operation to stop (default 5m).
 	StopTimeout time.Duration
+	// Access answers CanI, asked before terminating an operation whose new sync would name a revision that Argo CD
+	// v3.2+ may refuse without `applications, override` (default: Client, when it implements AccountClient).
+	Access AccountClient
 }
 
 // Remedies applies the argocd/* actions. Every method is idempotent, and in dry-run makes no API call at all and
@@ -51,6 +54,7 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Minute
 	}
+	o.Access = accessOf(o.Access, o.Client)
 	return &Remedies{o: o}, nil
 }
 
@@ -191,7 +195,11 @@ func (r *Remedies) RemoveHookFinalizer(ctx context.Context, f syncmedic.Finding,
 		}
 		return out, nil
 	}
-	step, changed, err := r.removeFinalizer(ctx, t, o, patch, patchType)
+	if step, done, err := r.beforePatch(ctx, t, p); done || err != nil {
+		out.Steps = append(out.Steps, step)
+		return out, err
+	}
+	step, changed, err := r.removeFinalizer(ctx, t, o, p[ParamUID], patch, patchType)
 	out.Steps = append(out.Steps, step)
 	out.Changed = changed
 	if err != nil {
@@ -206,14 +214,46 @@ func (r *Remedies) RemoveHookFinalizer(ctx context.Context, f syncmedic.Finding,
 	return out, nil
 }
 
+// beforePatch reads the application again at execution time: when a newer operation than the finding's started,
+// or a new sync was requested after it finished, the hook may already belong to that operation, so nothing is
+// changed (done). When the finding asks for a sync afterwards, it also checks that the sync would be accepted
+// (checkResync) before anything is patched.
+func (r *Remedies) beforePatch(ctx context.Context, t target, p map[string]string) (step string, done bool, err error) {
+	app, err := r.getApp(ctx, t)
+	if err != nil {
+		return "Get failed", false, err
+	}
+	if newerOperation(app, p[ParamOperationStartedAt]) {
+		return fmt.Sprintf("app=%s has a newer operation than the finding's: nothing to do (its hooks are the new operation's)", t), true, nil
+	}
+	if p[ParamThenSync] != "true" {
+		return "", false, nil
+	}
+	if step, err := r.checkResync(ctx, t, app, syncRequest(t, app, p)); err != nil {
+		return step, false, err
+	}
+	return "", false, nil
+}
+
+// newerOperation reports whether the application moved past the finding's operation: superseded, or that
+// operation completed and a new sync is requested (.operation set again, not yet started by the controller).
+func newerOperation(app *v1alpha1.Application, startedAt string) bool {
+	if superseded(app, startedAt) {
+		return true
+	}
+	st := app.Status.OperationState
+	return st != nil && st.Phase.Completed() && app.Operation != nil
+}
+
 // patchTestAttempts bounds how often removeFinalizer re-reads the object and patches again after the JSON patch's
 // test failed because the finalizer list changed in between.
 const patchTestAttempts = 3
 
 // removeFinalizer applies the test-and-remove patch. A failed test (HTTP 422 from the apiserver, which Argo CD
 // returns as InvalidArgument), a gone object or a transient error make it read the object again: a finalizer (or an
-// object) already gone is success with nothing changed, and a finalizer that moved is patched at its new index.
-func (r *Remedies) removeFinalizer(ctx context.Context, t target, o resourceOf, patch, patchType string) (step string, changed bool, err error) {
+// object) already gone is success with nothing changed, an object with another UID than the finding's (uid, when
+// known) is a new object and is left alone, and a finalizer that moved is patched at its new index.
+func (r *Remedies) removeFinalizer(ctx context.Context, t target, o resourceOf, uid, patch, patchType string) (step string, changed bool, err error) {
 	for attempt := 1; ; attempt++ {
 		_, perr := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType))
 		if perr == nil {
@@ -236,11 +276,14 @@ func (r *Remedies) removeFinalizer(ctx context.Context, t target, o resourceOf, 
 			}
 			return "PatchResource failed", false, cerr
 		}
+		if uid != "" && string(live.GetUID()) != uid {
+			return fmt.Sprintf("%s is a new object (uid %s, the finding's was %s): nothing to change", o, live.GetUID(), uid), false, nil
+		}
 		idx := finalizerIndex(live, HookFinalizer)
 		if idx < 0 {
 			return fmt.Sprintf("%s no longer has %s: nothing to remove", o, HookFinalizer), false, nil
 		}
-		again := RemoveFinalizerPatch(idx, HookFinalizer)
+		again := RemoveFinalizerPatch(idx, HookFinalizer, uid)
 		if (again == patch && patchType == JSONPatchType) || attempt >= patchTestAttempts {
 			// The same patch would fail the same way (the rejection was not the test), or the list keeps moving.
 			return "PatchResource failed", false, cerr
@@ -278,7 +321,7 @@ func (r *Remedies) TerminateOperation(ctx context.Context, f syncmedic.Finding, 
 		out.Steps = []string{fmt.Sprintf("TerminateOperation app=%s (if its operation is still Running)", t)}
 		return out, nil
 	}
-	step, changed, err := r.terminate(ctx, t, f.Remedy.Params)
+	step, changed, err := r.terminate(ctx, t, f.Remedy.Params, true)
 	out.Steps, out.Changed = []string{step}, changed
 	return out, err
 }

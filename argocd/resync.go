@@ -50,14 +50,14 @@ func (r *Remedies) resync(ctx context.Context, t target, p map[string]string) (s
 		return out, nil
 	}
 	req := syncRequest(t, app, p)
+	// Never terminate what cannot be synced again, and never sync unattended where a person could not: a sync
+	// window or a missing permission would refuse the Sync and leave the application terminated.
+	if step, err := r.checkResync(ctx, t, app, req); err != nil {
+		out.Steps = append(out.Steps, step)
+		return out, err
+	}
 	if !stopped(app) {
-		// Never terminate what cannot be synced again: a sync window would refuse the Sync and leave the
-		// application terminated.
-		if step, err := r.checkSyncWindows(ctx, t); err != nil {
-			out.Steps = append(out.Steps, step)
-			return out, err
-		}
-		step, changed, err := r.terminate(ctx, t, p)
+		step, changed, err := r.terminate(ctx, t, p, false)
 		out.Steps, out.Changed = append(out.Steps, step), changed
 		if err != nil {
 			return out, err
@@ -80,32 +80,14 @@ func (r *Remedies) resync(ctx context.Context, t target, p map[string]string) (s
 	return out, err
 }
 
-// checkSyncWindows asks Argo CD whether a manual sync of the application is allowed now (the same check Sync makes);
-// when a window blocks it the error is retryable: the remedy runs again once the window has passed.
-func (r *Remedies) checkSyncWindows(ctx context.Context, t target) (string, error) {
-	q := &application.ApplicationSyncWindowsQuery{Name: strPtr(t.name)}
-	if t.namespace != "" {
-		q.AppNamespace = strPtr(t.namespace)
+// checkResync decides, before anything is changed, whether the Sync req would be accepted and run: no sync window
+// blocks an unattended sync now (which also means none blocks the Terminate), and the account may name the revision
+// req names (see checkOverride).
+func (r *Remedies) checkResync(ctx context.Context, t target, app *v1alpha1.Application, req *application.ApplicationSyncRequest) (string, error) {
+	if step, err := r.checkSyncWindows(ctx, t); err != nil {
+		return step, err
 	}
-	if t.project != "" {
-		q.Project = strPtr(t.project)
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	res, err := r.o.Client.GetApplicationSyncWindows(cctx, q)
-	if err != nil {
-		return "GetApplicationSyncWindows failed: not terminating", classify(CallSyncWindows, t.String(), err)
-	}
-	if res.CanSync != nil && !*res.CanSync {
-		var names []string
-		for _, w := range res.ActiveWindows {
-			names = append(names, fmt.Sprintf("%s %s for %s", w.GetKind(), w.GetSchedule(), w.GetDuration()))
-		}
-		step := fmt.Sprintf("app=%s: a sync window blocks manual syncs now (%s): not terminating its operation", t, strings.Join(names, "; "))
-		return step, fmt.Errorf("argocd %s %s: a sync window of project %q blocks manual syncs now (active: %s), so the operation "+
-			"was left running rather than terminated with no way to sync again; retried after the window", CallSyncWindows, t, t.project, strings.Join(names, "; "))
-	}
-	return "", nil
+	return r.checkOverride(ctx, t, app, req)
 }
 
 func phaseOf(app *v1alpha1.Application) string {
@@ -137,7 +119,9 @@ func (r *Remedies) getApp(ctx context.Context, t target) (*v1alpha1.Application,
 
 // terminate calls TerminateOperation unless the operation already stopped or is already terminating. When the
 // connection drops before the reply, it reads the application to learn whether the call landed before retrying.
-func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string) (string, bool, error) {
+// With checkWindows it first makes sure the controller would carry the terminate out (see checkTerminateWindows);
+// terminate-and-resync has checked the stricter unattended-sync windows already.
+func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string, checkWindows bool) (string, bool, error) {
 	backoff := r.o.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		lost := attempt > 1
@@ -161,6 +145,11 @@ func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string)
 			}
 			return fmt.Sprintf("operation of app=%s is already terminating", t), false, nil
 		}
+		if checkWindows && attempt == 1 {
+			if step, err := r.checkTerminateWindows(ctx, t, app); err != nil {
+				return step, false, err
+			}
+		}
 		req := &application.OperationTerminateRequest{Name: strPtr(t.name)}
 		if t.namespace != "" {
 			req.AppNamespace = strPtr(t.namespace)
@@ -174,7 +163,7 @@ func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string)
 			return fmt.Sprintf("TerminateOperation app=%s", t), true, nil
 		}
 		if isNoOperation(err) {
-			return fmt.Sprintf("operation of app=%s already finished: nothing to terminate", t), lost, nil
+			return r.noOperation(ctx, t, p, lost)
 		}
 		err = classify(CallTerminateOperation, t.String(), err)
 		if syncmedic.IsPermanent(err) || attempt >= lostReplyAttempts {
@@ -186,6 +175,30 @@ func (r *Remedies) terminate(ctx context.Context, t target, p map[string]string)
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// noOperation handles TerminateOperation's "No operation is in progress": argocd-server answers it when the
+// application's .operation is empty, which is normal once the operation finished, but also while
+// status.operationState still says Running or Terminating (argo-cd #17155, #18613, #23765). The controller only
+// processes an operation that .operation holds, so that state never ends by itself: waiting for the stop would wait
+// out StopTimeout on every attempt, and a new sync would start over an operation whose end nobody recorded.
+// It reads the application again and returns a permanent error in that state.
+func (r *Remedies) noOperation(ctx context.Context, t target, p map[string]string, lost bool) (string, bool, error) {
+	app, err := r.getApp(ctx, t)
+	if err != nil {
+		return "Get failed", false, err
+	}
+	if superseded(app, p[ParamOperationStartedAt]) || stopped(app) {
+		return fmt.Sprintf("operation of app=%s already finished: nothing to terminate", t), lost, nil
+	}
+	st := app.Status.OperationState
+	step := fmt.Sprintf("app=%s: argocd-server says no operation is in progress while its operation state says %s: not waiting, not syncing", t, st.Phase)
+	return step, false, syncmedic.Permanent(fmt.Errorf("argocd %s %s: argocd-server answers \"No operation is in progress\" because the "+
+		"application's .operation field is empty, yet status.operationState says %s (started %s): the application controller no "+
+		"longer processes this operation and TerminateOperation cannot reach it (argo-cd #17155, #18613, #23765). syncmedic "+
+		"neither waits for it nor syncs over it; look at the application controller's log for this application, and sync it "+
+		"by hand once the state is understood (argocd app sync starts a new operation)",
+		CallTerminateOperation, t, st.Phase, st.StartedAt.UTC().Format(time.RFC3339)))
 }
 
 // waitStopped follows the application on the Watch API (not by polling) until its operation leaves
@@ -278,24 +291,31 @@ func (r *Remedies) sync(ctx context.Context, t target, req *application.Applicat
 }
 
 // syncRequest repeats the stuck operation: its SyncOperation (revision(s), prune, options, strategy, resources) and
-// retry strategy as the application reports them, else the finding's parameters.
+// retry strategy as the application reports them, else the finding's parameters. For an auto-synced application
+// it names no revision: argocd-server refuses one other than the targetRevision with FailedPrecondition ("Cannot
+// sync to …" / "Cannot sync source … auto-sync currently set to …", v2.14.21 and v3.6.1 server/application
+// resolveSourceRevisions), and a multi-source operation's Revisions are resolved commits, never the targetRevision
+// literal. Auto-sync syncs the targetRevision(s) too, so the new sync is what the controller would start.
 func syncRequest(t target, app *v1alpha1.Application, p map[string]string) *application.ApplicationSyncRequest {
+	automated := app.Spec.SyncPolicy != nil && app.Spec.SyncPolicy.Automated != nil
 	st := app.Status.OperationState
 	if st == nil || st.Operation.Sync == nil {
-		return syncRequestFromParams(t, p)
+		req := syncRequestFromParams(t, p)
+		if automated {
+			req.Revision, req.Revisions, req.SourcePositions = nil, nil, nil
+		}
+		return req
 	}
 	so := st.Operation.Sync
 	req := baseSyncRequest(t)
-	automated := app.Spec.SyncPolicy != nil && app.Spec.SyncPolicy.Automated != nil
 	switch {
+	case automated:
+		// Name none: see above.
 	case len(so.Revisions) > 0:
 		req.Revisions = so.Revisions
 		for i := range so.Revisions {
 			req.SourcePositions = append(req.SourcePositions, int64(i+1))
 		}
-	case automated:
-		// Argo CD refuses an explicit revision other than targetRevision for auto-synced apps; the operation
-		// synced targetRevision, so name none.
 	case so.Revision != "":
 		req.Revision = strPtr(so.Revision)
 	case st.SyncResult != nil && st.SyncResult.Revision != "":

@@ -64,11 +64,26 @@ func onePlanPerObject(fs []syncmedic.Finding) []syncmedic.Finding {
 // threshold ago while nothing will release them, or carrying the finalizer while the application has no operation
 // running (orphaned by a downgrade from v2.14.3, or leaked by a 3.x path).
 //
-// A deleted hook that keeps the finalizer while its operation runs other tasks is not stuck: gitops-engine (v3)
-// removes the finalizer of a completed hook only once nothing else in the wave is running, so a fast hook Job
-// deleted by its TTL beside a slow hook stays, deleting, until the slow one ends (removing the finalizer then
-// re-creates the fast-Job race, argo-cd #21055). It is stuck when the operation waits on this very hook (its deletion
-// or completion), or waits on nothing else, for longer than the threshold.
+// A deleted hook that keeps the finalizer while its operation runs is left to the application-controller unless the
+// controller is processing the operation and cannot release it:
+//   - nothing is reported while the controller has set the operation aside (OperationPause: a sync window blocks it,
+//     or it waits for its retry backoff), or while it is Terminating (gitops-engine's Terminate removes the hook
+//     finalizers itself in the pass that ends the operation: v3.6.1 sync_context.go:743-768, the v3.0.12 engine's
+//     sync_context.go:1180-1195). Removing the finalizer of a hook whose completion the controller has not recorded
+//     makes it vanish unseen: v3.6.1 then fails the operation ("Resource … is missing", gitops-engine
+//     sync_context.go:595-609), v3.0.x waits for it forever (argo-cd #21055);
+//   - a hook the operation waits on another task beside is not stuck: gitops-engine (v3) removes the finalizer of a
+//     completed hook only once nothing else in the wave is running, so a fast hook Job deleted by its TTL beside a
+//     slow hook stays, deleting, until the slow one ends;
+//   - a hook whose completion the operation still waits for (its sync result Running or Pending, or the message
+//     "waiting for completion of hook" naming it) is reported only when the controller has looked since the hook
+//     was deleted (lookedSince: a change of the operation state seen after the deletion). On each pass gitops-engine
+//     reads a running hook's live object — still there, held by the finalizer — and records it finished (v3.6.1
+//     sync_context.go:558-571), so a result still Running after such a pass is one the controller cannot settle,
+//     while a result with no pass since is only a slow controller's;
+//   - a hook the operation waits to delete (the message "waiting for deletion of [hook] G/K/N" naming it, written by
+//     the pass that deleted it or found it deleting), or one deleted while the operation visibly waits on nothing,
+//     is stuck past the threshold counted from the later of the deletion and the operation's last change.
 func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	app := obs.App
 	op := app.Status.OperationState
@@ -85,9 +100,15 @@ func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []sync
 		if dt := h.GetDeletionTimestamp(); dt != nil {
 			since = dt.Time
 			if running {
+				if op.Phase == synccommon.OperationTerminating || OperationPause(op) != NotPaused {
+					continue // the controller is not processing the operation: nothing is decided about its hooks
+				}
 				how, onThis := waitingOn(op, h)
 				if !onThis && how != "" {
 					continue // the wave still runs another task: gitops-engine releases the finalizer when it ends
+				}
+				if onThis && how == waitCompletion && !lookedSince(obs, dt.Time) {
+					continue // no pass of the controller since the deletion: it has not yet seen the hook finish
 				}
 				// Waiting on this hook, or on nothing visible: count from the later of the deletion and the last
 				// change of the operation, so a wave that just moved on gets the whole threshold.
@@ -149,9 +170,16 @@ func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how
 // or is not found, for longer than the threshold: the fast-Job race (argo-cd #21055, #6880). The time counts from
 // when the hook finished (or, when it is not found, from the operation's last change): the resource tree comes from
 // the controller's cache and lags it by seconds, so a hook that just finished or was just created is not missed.
+//
+// Nothing is reported while the controller has set the operation aside (OperationPause): a sync window returns before
+// gitops-engine runs (v2.14.21 controller/sync.go:176-186), and a retry backoff keeps the failed attempt's results,
+// so in both a hook that finished still shows Running, and the controller records it once it resumes. A finished hook
+// that still carries argocd.argoproj.io/hook-finalizer cannot have vanished before the controller saw it (the
+// finalizer exists to prevent that race): it is reported only when the controller has looked since it finished
+// (lookedSince): until then the controller is only slow.
 func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
-	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown {
+	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown || OperationPause(op) != NotPaused {
 		return nil
 	}
 	lastChange := op.StartedAt.Time
@@ -177,6 +205,9 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 			why = "not found in Argo CD's resource tree (deleted — by its TTL or a delete policy — before Argo CD saw it finish)"
 			state = "which is not found"
 		} else if done, ev, at := hookFinishedAt(live); done {
+			if finalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at) {
+				continue // held for the controller, which has not looked since it finished
+			}
 			why = "finished: " + ev
 			state = "which already finished"
 			if at.After(since) {
@@ -315,6 +346,13 @@ func plainSyncCommand(obs AppObservation) string {
 }
 
 // OperationStuck reports any operation Running or Terminating past the threshold with no change in its state.
+//
+// An operation a sync window blocks is reported, past the threshold, as blocked, with no remedy at all: the
+// controller resumes it when the window allows it, a new sync is refused meanwhile, and before v3.6 a terminate waits
+// for the window too (controller/sync.go checks the window before it terminates: v2.14.21 lines 176 and 410, v3.0.12
+// lines 171 and 404; v3.6.1 line 194 exempts a Terminating operation), leaving it Terminating until the window ends. An operation
+// waiting to retry is on schedule until its next attempt is due (RetryDue); its threshold counts from then, since
+// the backoff — up to the retry strategy's maxDuration, unbounded with limit -1 — can be longer than the threshold.
 func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
 	if op == nil || (op.Phase != synccommon.OperationRunning && op.Phase != synccommon.OperationTerminating) {
@@ -323,6 +361,10 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	since := op.StartedAt.Time
 	if !obs.StateSince.IsZero() && obs.StateSince.After(since) {
 		since = obs.StateSince
+	}
+	due, retrying := RetryDue(op)
+	if retrying && due.After(since) {
+		since = due
 	}
 	if now.Sub(since) < th.OperationStuck {
 		return nil
@@ -337,11 +379,35 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	}
 	f.Remedy = resyncRemedy(obs, "Terminate the operation and sync the same revision again; check the last message first, the operation may be waiting on something real.")
 	f.Remedy.AutoSafe = false
-	if op.Phase == synccommon.OperationTerminating {
-		f.Remedy.Description = "The operation does not finish terminating: look for a resource stuck deleting (finalizers) in the app; then sync again."
+	switch {
+	case op.Phase == synccommon.OperationTerminating:
+		f.Remedy.Description = "The operation does not finish terminating: look for a resource stuck deleting (finalizers) in the app, and for a sync window of its project (before v3.6 a window holds a terminate until it ends: argo-cd #20799, #25361); then sync again."
+	case OperationPause(op) == PausedBySyncWindow:
+		f.Summary = fmt.Sprintf("Sync of %s has been blocked by a sync window of project %s for %s: Argo CD resumes it when the window allows it",
+			appName(obs), obs.App.Spec.Project, syncmedic.HumanDuration(now.Sub(since)))
+		f.Remedy = windowBlockedRemedy(obs)
+	case retrying:
+		t := due
+		f.Summary = fmt.Sprintf("Operation on %s was due to retry (attempt #%d) %s ago and has not", appName(obs), op.RetryCount, syncmedic.HumanDuration(now.Sub(due)))
+		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "next retry due", Value: t.UTC().Format(time.RFC3339), Since: &t})
 	}
 	f.Links = appLinks(obs)
 	return []syncmedic.Finding{f}
+}
+
+// windowBlockedRemedy is what a person does about an operation a sync window blocks: nothing to apply, only the
+// windows to read.
+func windowBlockedRemedy(obs AppObservation) syncmedic.Remedy {
+	return syncmedic.Remedy{
+		Action: syncmedic.ActionNone,
+		Description: "A sync window of the project denies this operation now (a deny window, or no allow window open; manualSync: true lets only operations a person started through): " +
+			"the application-controller leaves it Running, untouched, and resumes it when the window allows it. Wait for the window to end, or change the window if the sync must run now. " +
+			"Do not terminate it meanwhile: a new sync is refused during the window, and before v3.6 the terminate itself waits for the window (argo-cd #20799, #25361).",
+		Commands: []string{
+			"argocd proj windows list " + obs.App.Spec.Project,
+			"argocd app get " + cliAppName(obs),
+		},
+	}
 }
 
 // liveHook returns the observed live object of ref, or nil.

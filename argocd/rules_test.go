@@ -104,12 +104,7 @@ func TestEvaluate(t *testing.T) {
 		j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
 		return AppObservation{App: app(failedOp(immutable)), HooksKnown: true, Hooks: []*unstructured.Unstructured{j}}
 	}
-	tests := []struct {
-		name  string
-		obs   func(t *testing.T) AppObservation
-		want  []syncmedic.RuleID
-		check func(t *testing.T, fs []syncmedic.Finding)
-	}{
+	tests := []evalCase{
 		{
 			name: "a deleted hook Job held by the hook finalizer past the threshold is stuck",
 			obs: func(t *testing.T) AppObservation {
@@ -262,10 +257,11 @@ func TestEvaluate(t *testing.T) {
 			},
 		},
 		{
-			name: "a deleted hook the operation waits to complete gets the finalizer removed first, not a terminate",
+			name: "a deleted hook the operation still records Running after the controller's last change gets the finalizer removed first, not a terminate",
 			obs: func(t *testing.T) AppObservation {
 				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true,
-					Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
+					StateSince: now.Add(-6 * time.Minute), // the controller changed the operation after the deletion
+					Hooks:      []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
@@ -392,6 +388,22 @@ func TestEvaluate(t *testing.T) {
 			obs:  func(t *testing.T) AppObservation { return AppObservation{App: app(nil), HooksKnown: true} },
 		},
 	}
+	runEvalCases(t, th, tests)
+}
+
+// evalCase is one row of a table test of Evaluate: the observation, the rules expected (nil: nothing reported) and
+// further checks of the findings.
+type evalCase struct {
+	name  string
+	obs   func(t *testing.T) AppObservation
+	want  []syncmedic.RuleID
+	check func(t *testing.T, fs []syncmedic.Finding)
+}
+
+// runEvalCases runs Evaluate on each case, checks what every finding must carry, and that the watcher's trimmed copy
+// of the application gives the same findings.
+func runEvalCases(t *testing.T, th Thresholds, tests []evalCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := Evaluate(tt.obs(t), now, th)
@@ -414,6 +426,218 @@ func TestEvaluate(t *testing.T) {
 			})
 		})
 	}
+}
+
+// finishedHook is the PreSync hook Job name of app shop, complete since finished ago, with finalizers and, when
+// deleted is not nil, a deletion timestamp: a ttlSecondsAfterFinished: 0 hook is deleted as it completes.
+func finishedHook(t *testing.T, name string, finalizers []string, finished time.Duration, deleted *metav1.Time) *unstructured.Unstructured {
+	j := hookJob(t, finalizers, deleted, false)
+	j.SetName(name)
+	require.NoError(t, unstructured.SetNestedSlice(j.Object, []interface{}{
+		map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-finished).Format(time.RFC3339)},
+	}, "status", "conditions"))
+	return j
+}
+
+// hand-written state: waveOp and retryingOp build operation states in memory for the pure rule tests, as the real
+// controllers write them (upstream lines quoted where each is used); internal/conformance/argo drives the real
+// controllers into them.
+
+// waveOp is a running operation of one PreSync wave whose hooks names the controller last recorded Running, with
+// message msg.
+func waveOp(msg string, names ...string) *v1alpha1.OperationState {
+	op := runningOp(time.Hour, msg, "")
+	op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9"}
+	for _, n := range names {
+		op.SyncResult.Resources = append(op.SyncResult.Resources, &v1alpha1.ResourceResult{Group: "batch", Version: "v1", Kind: "Job",
+			Namespace: "shop", Name: n, HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning})
+	}
+	return op
+}
+
+// retryingOp is an operation between two attempts: Running, started ten minutes before its attempt failed and set
+// finishedAt finished ago, retryCount count, the
+// retry strategy's backoff, the failed attempt's sync result (hook migrate still Running) and message msg.
+func retryingOp(finished time.Duration, count int64, backoff *v1alpha1.Backoff, msg string) *v1alpha1.OperationState {
+	op := waveOp(msg, "migrate")
+	op.StartedAt, op.FinishedAt = *ago(finished + 10*time.Minute), ago(finished)
+	op.RetryCount = count
+	op.Operation.Retry = v1alpha1.RetryStrategy{Limit: 5, Backoff: backoff}
+	return op
+}
+
+// The hook rules act only while the application-controller processes the operation (issue 26 items 1, 2 and 6):
+// not while a sync window blocks it, not while it waits for its retry backoff, not while it is terminating, and not
+// on a hook the controller has not looked at since it was deleted or finished.
+func TestRulesWaitForTheController(t *testing.T) {
+	th := DefaultThresholds()
+	// v3.6.1 controller/sync.go:194-203 (v3.0.12 :171-181, v2.14.21 :176-186): a Running operation a window blocks
+	// gets this message and SyncAppState returns before gitops-engine runs, so no hook result moves.
+	const blocked = "Sync operation blocked by sync window"
+	fastAndSlow := func(t *testing.T, fastDeleted time.Duration) []*unstructured.Unstructured {
+		slow := hookJob(t, []string{HookFinalizer}, nil, false)
+		slow.SetName("slow")
+		return []*unstructured.Unstructured{finishedHook(t, "fast", []string{HookFinalizer}, fastDeleted, ago(fastDeleted)), slow}
+	}
+	tests := []evalCase{
+		{
+			name: "v3: a TTL-deleted fast hook held by the finalizer while a sync window blocks the wave is not touched",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp(blocked, "fast", "slow")), HooksKnown: true, ServerVersion: "v3.6.1",
+					StateSince: now.Add(-20 * time.Minute), Hooks: fastAndSlow(t, 10*time.Minute)}
+			},
+		},
+		{
+			name: "v3.0: the same with the window's own error appended to the message",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp(blocked+": invalid sync windows: bad schedule", "fast", "slow")), HooksKnown: true,
+					ServerVersion: "v3.0.12", StateSince: now.Add(-20 * time.Minute), Hooks: fastAndSlow(t, 10*time.Minute)}
+			},
+		},
+		{
+			name: "an operation a sync window has blocked past the operation-stuck threshold is reported as blocked, with nothing to apply",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp(blocked, "fast", "slow")), HooksKnown: true, ServerVersion: "v3.6.1",
+					StateSince: now.Add(-45 * time.Minute), Hooks: fastAndSlow(t, 40*time.Minute)}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleOperationStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				require.Equal(t, "Application", f.Object.Kind)
+				require.Contains(t, f.Summary, "blocked by a sync window of project default")
+				require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "neither terminate nor sync while the window blocks them")
+				require.False(t, f.Remedy.AutoSafe)
+				require.Equal(t, "argocd proj windows list default", f.Remedy.Commands[0])
+				require.Equal(t, now.Add(-45*time.Minute), f.Since)
+			},
+		},
+		{
+			name: "v2.14.21: a hook that finished while a sync window blocks the operation still shows Running: no missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp(blocked, "migrate")), HooksKnown: true, ServerVersion: "v2.14.21",
+					StateSince: now.Add(-10 * time.Minute), Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", nil, 8*time.Minute, nil)}}
+			},
+		},
+		{
+			name: "v2.14.21: nor is a hook deleted by its TTL while the window blocks the operation",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp(blocked, "migrate")), HooksKnown: true, ServerVersion: "v2.14.21",
+					StateSince: now.Add(-10 * time.Minute)}
+			},
+		},
+		{
+			name: "a TTL-deleted hook the operation waits to complete, with no change of the operation since the deletion, is a slow controller's: not touched",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+					ServerVersion: "v3.6.1", StateSince: now.Add(-20 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, ago(10*time.Minute))}}
+			},
+		},
+		{
+			name: "a change of the operation within the second of the deletion is no sign the controller saw the deletion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+					ServerVersion: "v3.6.1", StateSince: now.Add(-10*time.Minute + 500*time.Millisecond),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, ago(10*time.Minute))}}
+			},
+		},
+		{
+			name: "after a restart of syncmedic (no change seen yet) a TTL-deleted hook the operation waits to complete is not touched",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+					ServerVersion: "v3.6.1", Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, ago(10*time.Minute))}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleOperationStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, "Application", fs[0].Object.Kind, "only the notify-only operation-stuck, on the application (started an hour ago)")
+				require.False(t, fs[0].Remedy.AutoSafe)
+			},
+		},
+		{
+			name: "v3: a finished hook the finalizer still holds, with no change of the operation since it finished, is no missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+					ServerVersion: "v3.6.1", StateSince: now.Add(-20 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, nil)}}
+			},
+		},
+		{
+			name: "v3: the same hook after the controller changed the operation and still records it Running is a missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+					ServerVersion: "v3.6.1", StateSince: now.Add(-6 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, nil)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				require.Equal(t, now.Add(-6*time.Minute), fs[0].Since, "counted from the controller's last change")
+			},
+		},
+		{
+			name: "a deleted hook under an operation being terminated is left to the controller's terminate",
+			obs: func(t *testing.T) AppObservation {
+				op := waveOp("operation is terminating", "migrate")
+				op.Phase = synccommon.OperationTerminating
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v3.0.12", StateSince: now.Add(-5 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, ago(10*time.Minute))}}
+			},
+		},
+		{
+			name: "v3.0.12: the operation that waits for the deletion of this very hook is stuck, whatever syncmedic saw change",
+			obs: func(t *testing.T) AppObservation {
+				// gitops-engine (v3.0.12's 89c110b5) writes "waiting for deletion of hook G/K/N" on the pass that deleted the
+				// old hook (sync_context.go setRunningPhase with isPendingDeletion): the controller's own record.
+				return AppObservation{App: app(runningOp(time.Hour, "waiting for deletion of hook batch/Job/migrate", "")), HooksKnown: true,
+					ServerVersion: "v3.0.12", Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 2*time.Hour, ago(10*time.Minute))}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+		},
+		{
+			name: "v2.14.21: an operation waiting to retry keeps the failed attempt's Running hook: no missed completion",
+			obs: func(t *testing.T) AppObservation {
+				// v2.14.21 controller/appcontroller.go:1469-1480: Running, finishedAt now, retryCount+1, the old sync result.
+				op := retryingOp(10*time.Minute, 2, &v1alpha1.Backoff{Duration: "10m", MaxDuration: "1h"},
+					"one or more synchronization tasks completed unsuccessfully due to application controller sync timeout. Retrying attempt #2 at 12:10PM.")
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v2.14.21", StateSince: now.Add(-10 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", nil, 59*time.Minute, nil)}}
+			},
+		},
+		{
+			name: "v3.6.1: an operation waiting to retry is not a reason to release its deleted hook",
+			obs: func(t *testing.T) AppObservation {
+				// v3.6.1 controller/appcontroller.go:1746-1759.
+				op := retryingOp(5*time.Minute, 1, &v1alpha1.Backoff{Duration: "5m"},
+					"one or more synchronization tasks completed unsuccessfully. Retrying attempt #1 at 2026-03-10T12:00:00Z.")
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v3.6.1", StateSince: now.Add(-5 * time.Minute),
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 8*time.Minute, ago(8*time.Minute))}}
+			},
+		},
+		{
+			name: "a retry backoff longer than the operation-stuck threshold is on schedule until the retry is due",
+			obs: func(t *testing.T) AppObservation {
+				// retryCount 1 after the first failure: the controller waits duration*factor^1 = 2h (appcontroller.go:1679).
+				op := retryingOp(time.Hour, 1, &v1alpha1.Backoff{Duration: "1h", MaxDuration: "3h"}, "one or more objects failed to apply. Retrying attempt #1 at 2026-03-10T12:00:00Z.")
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v3.6.1", StateSince: now.Add(-time.Hour)}
+			},
+		},
+		{
+			name: "a retry due past the operation-stuck threshold that never started is reported, counted from when it was due",
+			obs: func(t *testing.T) AppObservation {
+				op := retryingOp(2*time.Hour, 1, nil, "one or more objects failed to apply. Retrying attempt #1 at 2026-03-10T10:00:05Z.")
+				return AppObservation{App: app(op), HooksKnown: true, ServerVersion: "v3.6.1"}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleOperationStuck},
+			check: func(t *testing.T, fs []syncmedic.Finding) {
+				f := fs[0]
+				due := now.Add(-2*time.Hour + 10*time.Second) // the default backoff: 5s * 2^1
+				require.Equal(t, due, f.Since)
+				require.Contains(t, f.Summary, "was due to retry (attempt #1)")
+				require.Equal(t, "next retry due", f.Evidence[len(f.Evidence)-1].Field)
+				require.False(t, f.Remedy.AutoSafe)
+			},
+		},
+	}
+	runEvalCases(t, th, tests)
 }
 
 // decorated fills the fields of a an Argo CD server returns and the watcher does not keep.
@@ -468,7 +692,8 @@ func TestAdvisories(t *testing.T) {
 func BenchmarkEvaluate(b *testing.B) {
 	t := &testing.T{}
 	obs := AppObservation{App: app(runningOp(time.Hour, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)), HooksKnown: true,
-		Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}, ServerVersion: "v3.0.10"}
+		Hooks: []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}, ServerVersion: "v3.0.10",
+		StateSince: now.Add(-6 * time.Minute)} // the controller changed the operation after the deletion: the hook rules' path
 	th := DefaultThresholds()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

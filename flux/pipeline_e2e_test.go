@@ -84,9 +84,10 @@ rules:
 		return reconcileAnnotations(t, env, hr)[meta.ReconcileRequestAnnotation] != first
 	}, 2*time.Second, 100*time.Millisecond, "a second request while the first is unhandled")
 
-	// hand-written state: see handleRequest (a request handled with the status left stale, which the real
-	// helm-controller never leaves).
-	handleRequest(t, env, hr) // helm-controller handled it, but the status stays stale
+	// hand-written state: see handleRequest and failReleaseStep (a request handled with the status left stale and
+	// the upgrade recorded as failed, which the real helm-controller never leaves).
+	failReleaseStep(t, env, hr)
+	handleRequest(t, env, hr) // helm-controller handled it, its upgrade failed, and the status stays stale
 	var got map[string]string
 	require.Eventually(t, func() bool {
 		w.Trigger(subject) // the periodic re-evaluation
@@ -96,4 +97,49 @@ rules:
 	require.Len(t, got, 2)
 	require.Equal(t, got[meta.ReconcileRequestAnnotation], got[helmv2.ForceRequestAnnotation])
 	require.NotEqual(t, first, got[meta.ReconcileRequestAnnotation])
+}
+
+// TestPipelineDoesNotForceAReleaseThatFailedBeforeTheReleaseStep: a handled plain request that leaves the status
+// stale without any sign of a failed install or upgrade (a broken HelmChart template, an access or apply error) is
+// not escalated to forceAt, which could not fix it and would later force an upgrade of an in-sync release; the
+// incident says why, for a person.
+func TestPipelineDoesNotForceAReleaseThatFailedBeforeTheReleaseStep(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	// hand-written state: see scenarioStaleStatus (a pre-v2beta2 status no downloadable helm-controller writes).
+	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
+	w, tracker := startPipeline(t, env, ns, `
+rules:
+  flux/helmrelease-stale-status:
+    mode: auto
+    rateLimit: {max: 20, window: 1h, backoff: 50ms, maxBackoff: 1s}
+`)
+	subject := flux.ReleaseSubject(ns, hr.Name)
+	require.Eventually(t, func() bool { return reconcileAnnotations(t, env, hr)[meta.ReconcileRequestAnnotation] != "" },
+		30*time.Second, 20*time.Millisecond, "the plain request, like flux reconcile hr")
+	first := reconcileAnnotations(t, env, hr)
+
+	// hand-written state: see handleRequest (handled, failing before the release step: no condition changes).
+	handleRequest(t, env, hr)
+	var failed syncmedic.Attempt
+	require.Eventually(t, func() bool {
+		w.Trigger(subject)
+		for _, inc := range tracker.Incidents() {
+			if inc.Finding.Rule != syncmedic.RuleHelmReleaseStaleStatus || inc.Finding.Object.Namespace != ns || inc.Finding.Object.Name != hr.Name {
+				continue
+			}
+			if last := inc.LastAttempt(); last != nil && last.Result == syncmedic.ResultFailed {
+				failed = *last
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the incident records why it is not forced")
+	require.True(t, failed.Permanent)
+	require.Contains(t, failed.Error, "helm-controller stopped before the release step")
+	require.Never(t, func() bool {
+		w.Trigger(subject)
+		return reconcileAnnotations(t, env, hr)[helmv2.ForceRequestAnnotation] != ""
+	}, 2*time.Second, 100*time.Millisecond, "no forceAt")
+	require.Equal(t, first, reconcileAnnotations(t, env, hr))
 }

@@ -9,6 +9,8 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,7 +19,8 @@ import (
 
 // ReconcileRequester applies the flux/* remedies: it writes reconcile requests on a HelmRelease exactly as
 // `flux reconcile hr [--force|--reset]` does (a merge patch of annotations, valued time.Now().Format(time.RFC3339Nano)),
-// escalates a handled but unsuccessful plain request to a forced one, and never writes a new request while the
+// escalates a handled but unsuccessful plain request to a forced one only when the status shows that the install or
+// upgrade itself failed (releaseStepNotFailed), and never writes a new request while the
 // previous one is unhandled (status.lastHandledReconcileAt differs from it).
 type ReconcileRequester struct {
 	// Client reads and patches HelmReleases; its scheme must know helm-controller's v2 types.
@@ -101,10 +104,42 @@ func decide(hr *helmv2.HelmRelease, action syncmedic.ActionID, since time.Time, 
 		if !escalate {
 			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled; a forced reconcile would not change the dependency check", ErrRequestUnsuccessful, req)
 		}
+		if why := releaseStepNotFailed(hr); why != "" {
+			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled and the status is still stale, but %s. "+
+				"A forced reconcile cannot fix a failure before the release step (HelmChart template, source, values, "+
+				"access or apply errors), and once that is fixed it would force an upgrade of a release that may be in sync: "+
+				"look at helm-controller's events and logs for this release (Ready: %s)",
+				ErrRequestUnsuccessful, req, why, conditionText(hr, meta.ReadyCondition))
+		}
 		return requestForce, "", nil
 	default:
 		return requestNone, "", fmt.Errorf("action %q is not a flux reconcile action", action)
 	}
+}
+
+// releaseStepNotFailed says why hr's status does not show that the install or upgrade itself failed for its current
+// generation, or "" when it does: the only failure a forced reconcile can help with. helm-controller (v0.37.2 and
+// v1.4.3, internal/controller reconcileRelease) writes status.lastAttemptedGeneration only once the HelmChart
+// template, the source, the values and the chart are done, just before the release step; the release step
+// (internal/reconcile install.go, upgrade.go) records status.lastAttemptedReleaseAction — a field no pre-v2beta2
+// controller wrote — and marks Released=False with reason InstallFailed or UpgradeFailed when the action fails. The
+// steps before it fail without touching Released (the HelmChart template's errors leave every condition as it
+// was). With the retries exhausted (Stalled=True), forcing would install or upgrade past them: that is
+// flux/retries-exhausted's reset, for a person.
+func releaseStepNotFailed(hr *helmv2.HelmRelease) string {
+	released := condition(hr, helmv2.ReleasedCondition)
+	switch {
+	case hr.Status.LastAttemptedGeneration != hr.Generation:
+		return fmt.Sprintf("helm-controller stopped before the release step (status.lastAttemptedGeneration %d, generation %d)", hr.Status.LastAttemptedGeneration, hr.Generation)
+	case hr.Status.LastAttemptedReleaseAction == "":
+		return "no install or upgrade was attempted (status.lastAttemptedReleaseAction is empty)"
+	case released == nil || released.Status != metav1.ConditionFalse ||
+		(released.Reason != helmv2.InstallFailedReason && released.Reason != helmv2.UpgradeFailedReason):
+		return "the release step did not fail (Released: " + conditionText(hr, helmv2.ReleasedCondition) + ")"
+	case apimeta.IsStatusConditionTrue(hr.Status.Conditions, meta.StalledCondition):
+		return "its retries are exhausted (Stalled: " + conditionText(hr, meta.StalledCondition) + "); forcing would retry past them: see flux/retries-exhausted"
+	}
+	return ""
 }
 
 // requestAfter reports whether the request token (RFC3339Nano, as the flux CLI writes it) is not before since. A

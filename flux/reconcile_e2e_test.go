@@ -50,6 +50,23 @@ func handleRequest(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) {
 	})
 }
 
+// failReleaseStep plays a helm-controller whose upgrade failed for the current generation: what its release step
+// records (status.lastAttemptedGeneration, status.lastAttemptedReleaseAction, Released=False UpgradeFailed), with
+// Ready left as the old controller wrote it, so the status is still stale.
+//
+// hand-written state: the real v1.4.3 also rewrites Ready when its upgrade fails (so the stale-status rule no longer
+// matches) and no downloadable helm-controller writes the pre-v2beta2 status; only a hand-written status reaches the
+// escalation to forceAt.
+func failReleaseStep(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease) {
+	t.Helper()
+	setStatus(t, env, hr, func(live *helmv2.HelmRelease) {
+		live.Status.LastAttemptedGeneration = live.Generation
+		live.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionUpgrade
+		live.Status.Conditions = append(live.Status.Conditions, condition(helmv2.ReleasedCondition, "False", helmv2.UpgradeFailedReason,
+			"Helm upgrade failed for release "+live.Namespace+"/"+live.Name+" with chart redis@1.0.1: context deadline exceeded", time.Now()))
+	})
+}
+
 func findingFor(t *testing.T, env *testenv.Env, hr *helmv2.HelmRelease, rule syncmedic.RuleID) syncmedic.Finding {
 	t.Helper()
 	live := &helmv2.HelmRelease{}
@@ -103,9 +120,23 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 		require.Equal(t, map[string]string{meta.ReconcileRequestAnnotation: ts}, reconcileAnnotations(t, env, hr))
 	})
 
-	t.Run("once handled with the status still stale it escalates to forceAt equal to requestedAt", func(t *testing.T) {
-		// hand-written state: see handleRequest.
+	t.Run("once handled with the status still stale but no sign that the release step failed, it is not forced", func(t *testing.T) {
+		// hand-written state: see handleRequest (the request handled, failing before the release step as a broken
+		// HelmChart template does, which leaves every condition as it was).
 		handleRequest(t, env, hr)
+		clock = clock.Add(time.Minute)
+		before := reconcileAnnotations(t, env, hr)
+		_, err := r.Remediate(ctx, f, false)
+		require.ErrorIs(t, err, flux.ErrRequestUnsuccessful)
+		require.True(t, syncmedic.IsPermanent(err))
+		require.Contains(t, err.Error(), "helm-controller stopped before the release step")
+		require.Contains(t, err.Error(), "Ready: True (reason ReconciliationSucceeded)")
+		require.Equal(t, before, reconcileAnnotations(t, env, hr), "no forceAt")
+	})
+
+	t.Run("once the release step is recorded as failed it escalates to forceAt equal to requestedAt", func(t *testing.T) {
+		// hand-written state: see failReleaseStep.
+		failReleaseStep(t, env, hr)
 		clock = clock.Add(time.Minute)
 		ts2 := clock.Format(time.RFC3339Nano)
 		out, err := r.Remediate(ctx, f, false)

@@ -116,7 +116,7 @@ func StaleStatus(obs ReleaseObservation, now time.Time, th Thresholds) []syncmed
 	if hr.Status.LastAttemptedRevision != "" {
 		f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.lastAttemptedRevision", Value: hr.Status.LastAttemptedRevision})
 	}
-	f.Remedy = reconcileRemedy(hr, "Request a reconciliation; if helm-controller handles it and the status is still stale, force one (what `flux reconcile hr --force` does) so the current controller rewrites the status.")
+	f.Remedy = reconcileRemedy(hr, "Request a reconciliation; if helm-controller handles it, the status is still stale and the install or upgrade itself failed, force one (what `flux reconcile hr --force` does) so the current controller rewrites the status.")
 	f.Advisories = controllerAdvisories(obs.ControllerVersion)
 	return []syncmedic.Finding{f}
 }
@@ -268,7 +268,7 @@ func reconcileRemedy(hr *helmv2.HelmRelease, description string) syncmedic.Remed
 		Action: syncmedic.ActionFluxReconcile, AutoSafe: true, Description: description,
 		Commands: []string{
 			fmt.Sprintf("flux reconcile helmrelease %s -n %s", hr.Name, hr.Namespace),
-			fmt.Sprintf("flux reconcile helmrelease %s -n %s --force   # only if the status is still stale after the plain request was handled", hr.Name, hr.Namespace),
+			fmt.Sprintf("flux reconcile helmrelease %s -n %s --force   # only if the plain request was handled and the install or upgrade itself failed (Released=False)", hr.Name, hr.Namespace),
 		},
 		Params: map[string]string{"namespace": hr.Namespace, "name": hr.Name},
 	}

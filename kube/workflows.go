@@ -1,7 +1,13 @@
 package kube
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -14,7 +20,10 @@ import (
 const ArtifactGCFinalizer = "workflows.argoproj.io/artifact-gc"
 
 // ArtifactGCFinalizerStuck reports a Failed or Error Workflow being deleted longer than the threshold, held by the
-// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499).
+// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). The forced removal is
+// automatic only when the workflow's node status is really there to count (status.nodes, or status.compressedNodes
+// decoded): when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
+// decoded, the finding says so and the removal, which would skip a real garbage collection, is only proposed.
 func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, wf := range inv.Workflows {
@@ -26,12 +35,18 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 		if phase != "Failed" && phase != "Error" {
 			continue
 		}
-		if n := outputArtifacts(wf); n > 0 {
+		n, unknown := outputArtifacts(wf)
+		if n > 0 {
 			continue
 		}
 		ref := objectRef(wf)
-		f := syncmedic.NewFinding(syncmedic.RuleArtifactGCFinalizerStuck, ref,
-			fmt.Sprintf("Workflow %s/%s (%s) cannot be deleted: the artifact-gc finalizer waits for a garbage collection that has nothing to collect", wf.GetNamespace(), wf.GetName(), phase))
+		summary := fmt.Sprintf("Workflow %s/%s (%s) cannot be deleted: the artifact-gc finalizer waits for a garbage collection that has nothing to collect", wf.GetNamespace(), wf.GetName(), phase)
+		count := "0"
+		if unknown != "" {
+			summary = fmt.Sprintf("Workflow %s/%s (%s) has been held by the artifact-gc finalizer since its deletion, and syncmedic cannot tell whether it has artifacts to collect: %s", wf.GetNamespace(), wf.GetName(), phase, unknown)
+			count = "unknown: " + unknown
+		}
+		f := syncmedic.NewFinding(syncmedic.RuleArtifactGCFinalizerStuck, ref, summary)
 		f.Since = dt.Time
 		t := dt.Time
 		msg, _, _ := unstructured.NestedString(wf.Object, "status", "message")
@@ -39,7 +54,7 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 			{Field: "status.phase", Value: phase},
 			{Field: "metadata.deletionTimestamp", Value: t.UTC().Format(time.RFC3339), Since: &t},
 			{Field: "metadata.finalizers", Value: "[" + strings.Join(wf.GetFinalizers(), ", ") + "]"},
-			{Field: "output artifacts", Value: "0"},
+			{Field: "output artifacts", Value: count},
 		}
 		if msg != "" {
 			f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.message", Value: msg})
@@ -48,6 +63,11 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 			f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "spec.artifactGC.strategy", Value: strat})
 		}
 		f.Remedy = forceRemovalRemedy(wf, ref.App)
+		if unknown != "" {
+			f.Remedy.AutoSafe = false
+			f.Remedy.Description = "Check first whether the workflow produced artifacts (`argo get " + wf.GetName() + " -n " + wf.GetNamespace() +
+				"` reads the offloaded node status); if none, set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer. With artifacts, forcing it leaks them: fix the garbage collection instead."
+		}
 		f.Advisories = []string{"Argo Workflows keeps this finalizer on failed workflows without artifacts before v3.5.11 and v3.6.0 (argo-workflows #13499, fixed by #13500); spec.artifactGC.forceFinalizerRemoval exists since v3.5.0 (#10810). A variant with forceFinalizerRemoval set is #16599."}
 		out = append(out, f)
 	}
@@ -83,14 +103,56 @@ func hasFinalizer(o *unstructured.Unstructured, name string) bool {
 	return false
 }
 
-// outputArtifacts counts the output artifacts recorded in status.nodes[*].outputs.artifacts.
-func outputArtifacts(wf *unstructured.Unstructured) int {
+// outputArtifacts counts the output artifacts the workflow's status records: the workflow's own status.outputs and
+// every node's outputs, from status.nodes or, when the controller compressed them, status.compressedNodes (base64 of
+// gzipped JSON, as Argo Workflows' file.CompressEncodeString writes it). unknown says why the nodes cannot be counted
+// (offloaded to the controller's database, or not decodable); the count is then a lower bound.
+func outputArtifacts(wf *unstructured.Unstructured) (n int, unknown string) {
+	arts, _, _ := unstructured.NestedSlice(wf.Object, "status", "outputs", "artifacts")
+	n = len(arts)
 	nodes, _, _ := unstructured.NestedMap(wf.Object, "status", "nodes")
-	n := 0
+	if compressed, _, _ := unstructured.NestedString(wf.Object, "status", "compressedNodes"); compressed != "" && len(nodes) == 0 {
+		var err error
+		if nodes, err = decompressNodes(compressed); err != nil {
+			return n, "status.compressedNodes cannot be decoded (" + err.Error() + ")"
+		}
+	}
 	for _, node := range nodes {
 		m, _ := node.(map[string]interface{})
 		arts, _, _ := unstructured.NestedSlice(m, "outputs", "artifacts")
 		n += len(arts)
 	}
-	return n
+	if v, _, _ := unstructured.NestedString(wf.Object, "status", "offloadNodeStatusVersion"); v != "" && len(nodes) == 0 {
+		return n, "its node status is offloaded to the workflow controller's database (status.offloadNodeStatusVersion " + v + ")"
+	}
+	return n, ""
+}
+
+// maxNodesJSON bounds the decompressed node status read from status.compressedNodes (an object is at most 1.5 MiB,
+// and node status compresses well).
+const maxNodesJSON = 64 << 20
+
+// decompressNodes decodes status.compressedNodes.
+func decompressNodes(s string) (map[string]interface{}, error) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	data, err := io.ReadAll(io.LimitReader(zr, maxNodesJSON+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxNodesJSON {
+		return nil, errors.New("more than 64 MiB decompressed")
+	}
+	nodes := map[string]interface{}{}
+	if err := json.Unmarshal(data, &nodes); err != nil {
+		return nil, err
+	}
+	return nodes, nil
 }

@@ -1,0 +1,100 @@
+package kube
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/syncmedic/syncmedic"
+)
+
+// compressNodes encodes node status as the workflow controller does when it compresses it (base64 of gzipped JSON,
+// Argo Workflows util/file.CompressEncodeString).
+func compressNodes(t *testing.T, nodesJSON string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(nodesJSON))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem: the workflow controller compresses node status
+// (status.compressedNodes) or offloads it to its database (status.offloadNodeStatusVersion) when it grows, leaving
+// status.nodes empty, and keeps the workflow's own outputs in status.outputs. The forced removal skips the garbage
+// collection, so it is automatic only when the artifacts could really be counted and there are none.
+func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
+	withStatus := func(t *testing.T, set func(status map[string]interface{})) Inventory {
+		wf := obj(t, failedWorkflow)
+		status, _, _ := unstructured.NestedMap(wf.Object, "status")
+		delete(status, "nodes")
+		set(status)
+		require.NoError(t, unstructured.SetNestedMap(wf.Object, status, "status"))
+		return Inventory{Workflows: []*unstructured.Unstructured{wf}}
+	}
+	artifact := `{"build-arm64-x7k2p":{"phase":"Failed","outputs":{"artifacts":[{"name":"binary","s3":{"key":"b/binary.tgz"}}]}}}`
+	tests := []struct {
+		name     string
+		set      func(t *testing.T, status map[string]interface{})
+		want     []syncmedic.RuleID
+		autoSafe bool
+		evidence string // the "output artifacts" evidence of the artifact-gc finding
+	}{
+		{name: "compressed node status without artifacts is decoded: nothing to collect, the removal is automatic",
+			set: func(t *testing.T, s map[string]interface{}) {
+				s["compressedNodes"] = compressNodes(t, `{"build-arm64-x7k2p":{"phase":"Failed"}}`)
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: true, evidence: "0"},
+		{name: "compressed node status with an artifact is decoded: left to the garbage collection",
+			set:  func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = compressNodes(t, artifact) },
+			want: []syncmedic.RuleID{syncmedic.RuleStuckTerminating}},
+		{name: "an artifact in the workflow's own status.outputs is left to the garbage collection",
+			set: func(t *testing.T, s map[string]interface{}) {
+				s["outputs"] = map[string]interface{}{"artifacts": []interface{}{map[string]interface{}{"name": "report"}}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleStuckTerminating}},
+		{name: "offloaded node status cannot be counted: reported, the removal only proposed",
+			set:  func(t *testing.T, s map[string]interface{}) { s["offloadNodeStatusVersion"] = "fnv:3486923718" },
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: false,
+			evidence: "unknown: its node status is offloaded to the workflow controller's database (status.offloadNodeStatusVersion fnv:3486923718)"},
+		{name: "compressed node status that does not decode cannot be counted: the removal only proposed",
+			set:  func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = "not base64 gzip" },
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: false,
+			evidence: "unknown: status.compressedNodes cannot be decoded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := Evaluate(withStatus(t, func(s map[string]interface{}) { tt.set(t, s) }), now, DefaultThresholds())
+			var got []syncmedic.RuleID
+			for _, f := range fs {
+				got = append(got, f.Rule)
+				require.Equal(t, "build-arm64-x7k2p", f.Object.Name)
+			}
+			require.Equal(t, tt.want, got)
+			if tt.want[0] != syncmedic.RuleArtifactGCFinalizerStuck {
+				return
+			}
+			f := fs[0]
+			require.Equal(t, syncmedic.ActionForceFinalizerRemoval, f.Remedy.Action)
+			require.Equal(t, tt.autoSafe, f.Remedy.AutoSafe)
+			var count string
+			for _, e := range f.Evidence {
+				if e.Field == "output artifacts" {
+					count = e.Value
+				}
+			}
+			if tt.autoSafe {
+				require.Equal(t, tt.evidence, count)
+				return
+			}
+			require.Contains(t, count, tt.evidence)
+			require.Contains(t, f.Summary, "cannot tell whether it has artifacts to collect")
+			require.Contains(t, f.Remedy.Description, "forcing it leaks them")
+		})
+	}
+}
