@@ -200,7 +200,7 @@ func deletionRemedy(obs AppObservation, preDelete bool) syncmedic.Remedy {
 			Commands: []string{
 				"argocd app resources " + name + "   # the PreDelete hooks are among them",
 				"argocd app get " + name + " -o json | jq '.status.conditions'",
-				fmt.Sprintf("# skips the PreDelete hooks: kubectl -n %s patch application %s --type json -p '%s'", app.Namespace, app.Name, RemoveFinalizerPatch(i, PreDeleteFinalizer)),
+				fmt.Sprintf("# skips the PreDelete hooks: kubectl -n %s patch application %s --type json -p '%s'", app.Namespace, app.Name, RemoveFinalizerPatch(i, PreDeleteFinalizer, "")),
 			},
 		}
 	}
