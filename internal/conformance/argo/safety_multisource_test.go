@@ -15,11 +15,13 @@ import (
 )
 
 // Issue 26 item 3 on the real controller: an auto-synced Application with two sources whose auto-sync loses its TTL-0
-// hook (v2.14.21: the fast-Job race). Its operation carries the resolved revision of each source, and argocd-server
-// refuses a sync naming them for an auto-synced app ("Cannot sync source … auto-sync currently set to main"); the
-// controller's auto-sync does not retry a revision whose sync failed. syncmedic finds the lost hook (exact rule and
-// Job) and, on auto, must not leave the application terminated: either its re-sync is accepted (a new operation
-// starts) or it does not terminate.
+// hook (v2.14.21: the fast-Job race); its operation carries the resolved revision of each source. syncmedic finds the
+// lost hook (exact rule and Job) and, on auto, must not leave the application terminated: either its re-sync is
+// accepted (a new operation starts) or it does not terminate. v3.6.1's argocd-server refuses a sync naming those
+// revisions for an auto-synced app ("Cannot sync source … auto-sync currently set to main"); v2.14.21's check compares
+// each source with itself (resolveSourceRevisions writes the requested revision into the slice GetSources returns, and
+// reads it back from there), so on v2.14.21 the re-sync was accepted both before and after the fix (seen here): this
+// is the near miss on v2.14.21, not the refusal, which needs a lost hook on v3.6.1 (the TTL-0 race does not lose it).
 func TestAutoSyncedMultiSourceAppIsNotLeftTerminated(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)

@@ -31,8 +31,9 @@ const (
 // both stay recorded Running while the fast hook finishes (the TTL controller deletes it at once; on v3 the hook
 // finalizer holds it, deleting) and then the slow one. The window stays open far longer than the thresholds of the
 // rules on auto. Nothing may be reported or done while the controller is not processing the operation: removing the
-// fast Job's finalizer makes v3.6.1 end the sync in Error once the window closes ("missing"), and leaves v3.0.x waiting
-// forever; terminating is blocked by the window on v2.14.21 and v3.0.x. Once the window closes, v3 finishes the sync
+// fast Job's finalizer re-opens the fast-Job race the finalizer exists to close (argo-cd #21055; on main, ffc7976,
+// hook-finalizer-stuck removed it here on v3.6.1), and terminating is blocked by the window on v2.14.21 and v3.0.x
+// (on main hook-completion-missed reported the v2.14.21 wave and tried to terminate it). Once the window closes, v3 finishes the sync
 // by itself. v2.14.21 never adds the finalizer, so its TTL controller wins the fast-Job race: once the window is gone
 // and the controller has looked again, the operation really waits for a hook that is gone, and
 // argocd/hook-completion-missed reports exactly that hook — the stuck variant is still found.
