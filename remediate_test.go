@@ -402,3 +402,25 @@ func TestAnApplicationLevelRemedyIsLimitedByTheApplicationNotByTheHookName(t *te
 		})
 	}
 }
+
+// TestApplicationRateLimitsSurviveARestart: a new leader loads the stored incidents and counts their actions against
+// the application, so the re-created hook's terminate-and-resync waits for the window after a restart too.
+func TestApplicationRateLimitsSurviveARestart(t *testing.T) {
+	ctx := context.Background()
+	store := &MemoryStore{}
+	c := newClock()
+	p, err := LoadPolicy([]byte(fmt.Sprintf(appLevelPolicy, 1)))
+	require.NoError(t, err)
+	rem := &countingRemedier{}
+	newReplica := func() *Tracker {
+		stage := NewRemediationStage(RemediationOptions{Remediers: Remediers{ActionTerminateAndResync: rem}, Limiter: NewRateLimiter(c.Now)})
+		return newTestTracker(t, TrackerOptions{Store: store, Now: c.Now, Remediation: stage, Policy: func() *Policy { return p }})
+	}
+	first := appHookFinding(RuleHookCompletionMissed, "shop", "migrate-4f2a9c1-presync-1773144000", ActionTerminateAndResync, true)
+	second := appHookFinding(RuleHookCompletionMissed, "shop", "migrate-4f2a9c1-presync-1773144330", ActionTerminateAndResync, true)
+	newReplica().Observe(ctx, "s", []Finding{first})
+	c.Advance(5 * time.Minute)
+	newReplica().Observe(ctx, "s", []Finding{first, second})
+	real, _ := rem.calls()
+	require.Equal(t, 1, real, "the restarted replica counts the first hook's action against the application")
+}

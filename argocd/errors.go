@@ -31,7 +31,7 @@ const (
 func (c Call) Permission() string {
 	switch c {
 	case CallSync:
-		return "applications, sync (Sync also needs applications, get)"
+		return "applications, sync (Sync also needs applications, get; on Argo CD v3.2+ with application.sync.requireOverridePrivilegeForRevisionSync, a revision other than the targetRevision also needs applications, override)"
 	case CallTerminateOperation:
 		return "applications, sync"
 	case CallPatchResource:

@@ -21,7 +21,7 @@ var overrideSettingSince = version{3, 2, 0}
 // mayNeedOverride reports whether a Sync naming another revision may need `applications, override` on a server of
 // this version: from v3.2.0, or when the version is unknown.
 func mayNeedOverride(serverVersion string) bool {
-	v, ok := parseVersion(serverVersion)
+	v, ok := releaseVersion(serverVersion)
 	return !ok || !v.less(overrideSettingSince)
 }
 

@@ -318,7 +318,7 @@ func (r *Remedies) TerminateOperation(ctx context.Context, f syncmedic.Finding, 
 		return out, err
 	}
 	if dryRun {
-		out.Steps = []string{fmt.Sprintf("TerminateOperation app=%s (if its operation is still Running)", t)}
+		out.Steps = []string{fmt.Sprintf("TerminateOperation app=%s (if its operation is still Running, and on Argo CD before v3.6.0 only if no sync window blocks it)", t)}
 		return out, nil
 	}
 	step, changed, err := r.terminate(ctx, t, f.Remedy.Params, true)

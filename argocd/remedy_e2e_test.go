@@ -181,7 +181,7 @@ func TestTerminateIsNotAttemptedWhileASyncWindowBlocksTheResync(t *testing.T) {
 			t.Fatalf("the remedy went ahead under a deny window: %v", out.Steps)
 		}
 		// The project update reaches argocd-server's informer within moments.
-		return !syncmedic.IsPermanent(err) && containsAll(err.Error(), "sync window", "blocks manual syncs") && !out.Changed
+		return !syncmedic.IsPermanent(err) && containsAll(err.Error(), "sync window", "blocks unattended syncs") && !out.Changed
 	}, 10*time.Second, 100*time.Millisecond)
 
 	after, err := getApp(argo, app)

@@ -16,6 +16,7 @@ import (
 func (r *Remedies) resyncPlan(t target, p map[string]string) []string {
 	req := syncRequestFromParams(t, p)
 	return []string{
+		fmt.Sprintf("GetApplicationSyncWindows app=%s: stop unless an unattended sync may run now; CanI applications, override when the sync names a revision other than the targetRevision (Argo CD v3.2+)", t),
 		fmt.Sprintf("TerminateOperation app=%s (only if its operation is still Running)", t),
 		fmt.Sprintf("wait on Watch app=%s until the operation phase leaves Running/Terminating", t),
 		"Sync " + describeSync(req) + ` (retried with backoff while Argo CD answers "another operation is already in progress")`,
@@ -293,9 +294,10 @@ func (r *Remedies) sync(ctx context.Context, t target, req *application.Applicat
 // syncRequest repeats the stuck operation: its SyncOperation (revision(s), prune, options, strategy, resources) and
 // retry strategy as the application reports them, else the finding's parameters. For an auto-synced application
 // it names no revision: argocd-server refuses one other than the targetRevision with FailedPrecondition ("Cannot
-// sync to …" / "Cannot sync source … auto-sync currently set to …", v2.14.21 and v3.6.1 server/application
-// resolveSourceRevisions), and a multi-source operation's Revisions are resolved commits, never the targetRevision
-// literal. Auto-sync syncs the targetRevision(s) too, so the new sync is what the controller would start.
+// sync to …: auto-sync currently set to …" on every version; "Cannot sync source …" for multi-source apps from
+// v3.3.0, server/application resolveSourceRevisions), and a multi-source operation's Revisions are resolved commits,
+// never the targetRevision literal (v2.14.21 to v3.2.11 accept them through a check that never fires, and sync the
+// old commits). Auto-sync syncs the targetRevision(s) too, so the new sync is what the controller would start.
 func syncRequest(t target, app *v1alpha1.Application, p map[string]string) *application.ApplicationSyncRequest {
 	automated := app.Spec.SyncPolicy != nil && app.Spec.SyncPolicy.Automated != nil
 	st := app.Status.OperationState

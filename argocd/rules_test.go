@@ -593,6 +593,16 @@ func TestRulesWaitForTheController(t *testing.T) {
 			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
 		},
 		{
+			name: "v2.14.21: an old hook this sync deleted, held only by a leftover hook finalizer, is still reported with no change seen",
+			obs: func(t *testing.T) AppObservation {
+				// gitops-engine c08b0a72 (v2.14.21) sync_context.go:530 and 558-561 leave "one or more tasks are running" while it
+				// waits for a BeforeHookCreation hook to go: no result names the old hook, so no completion can be missed.
+				return AppObservation{App: app(runningOp(time.Hour, "one or more tasks are running", "")), HooksKnown: true,
+					ServerVersion: "v2.14.21", Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 2*time.Hour, ago(10*time.Minute))}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookFinalizerStuck},
+		},
+		{
 			name: "v2.14.21: an operation waiting to retry keeps the failed attempt's Running hook: no missed completion",
 			obs: func(t *testing.T) AppObservation {
 				// v2.14.21 controller/appcontroller.go:1469-1480: Running, finishedAt now, retryCount+1, the old sync result.

@@ -129,8 +129,15 @@ var terminateExemptFromWindows = version{3, 6, 0}
 // windowsBlockTerminate reports whether the controller of an Argo CD server of this version skips a Terminating
 // operation while a sync window blocks it. An unknown or unparsable version counts as blocking, to be safe.
 func windowsBlockTerminate(serverVersion string) bool {
-	v, ok := parseVersion(serverVersion)
+	v, ok := releaseVersion(serverVersion)
 	return !ok || v.less(terminateExemptFromWindows)
+}
+
+// releaseVersion parses a release version; Argo CD's unstamped development version (v99.99.99, what a build
+// without -X common.version reports) is no release and counts as unknown.
+func releaseVersion(s string) (version, bool) {
+	v, ok := parseVersion(s)
+	return v, ok && v.major != 99
 }
 
 // checkTerminateWindows refuses a TerminateOperation that the controller would not carry out now: on servers whose

@@ -22,7 +22,8 @@ func Evaluate(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 }
 
 // StuckTerminating reports objects whose deletionTimestamp is older than the threshold while finalizers are left,
-// explaining each known finalizer.
+// explaining each known finalizer. A finalizer an argocd rule judges (argoCDRuleFor) holds nothing here: an object
+// held only by such finalizers is left to that rule, and one held by others too is reported for the others.
 func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	seen := map[string]bool{}
@@ -30,7 +31,16 @@ func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.F
 	all = append(all, inv.WebhookConfigurations...)
 	for _, o := range all {
 		dt := o.GetDeletionTimestamp()
-		if dt == nil || len(o.GetFinalizers()) == 0 || now.Sub(dt.Time) < th.Terminating {
+		if dt == nil || now.Sub(dt.Time) < th.Terminating {
+			continue
+		}
+		var holding []string
+		for _, fin := range o.GetFinalizers() {
+			if argoCDRuleFor(o, fin) == "" {
+				holding = append(holding, fin)
+			}
+		}
+		if len(holding) == 0 {
 			continue
 		}
 		ref := objectRef(o)
@@ -40,7 +50,7 @@ func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.F
 			seen[key] = true
 		}
 		f := syncmedic.NewFinding(syncmedic.RuleStuckTerminating, ref,
-			fmt.Sprintf("%s %s has been terminating for %s, held by %s", o.GetKind(), nsName(o), syncmedic.HumanDuration(now.Sub(dt.Time)), strings.Join(o.GetFinalizers(), ", ")))
+			fmt.Sprintf("%s %s has been terminating for %s, held by %s", o.GetKind(), nsName(o), syncmedic.HumanDuration(now.Sub(dt.Time)), strings.Join(holding, ", ")))
 		f.Since = dt.Time
 		t := dt.Time
 		f.Evidence = []syncmedic.Evidence{
@@ -49,6 +59,9 @@ func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.F
 		}
 		for _, fin := range o.GetFinalizers() {
 			why, _ := ExplainFinalizer(fin)
+			if rule := argoCDRuleFor(o, fin); rule != "" {
+				why = "judged by " + string(rule) + ", not by this rule: " + why
+			}
 			f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "finalizer " + fin, Value: why})
 		}
 		f.Remedy = syncmedic.Remedy{

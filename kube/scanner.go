@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -149,9 +150,10 @@ func (s *Scanner) watch(gvr schema.GroupVersionResource) {
 		return
 	}
 	inf := s.factory.ForResource(gvr).Informer()
+	keepLastWrite := gvr == endpointSlicesGVR // the webhook rule dates an outage from the slice's last write
 	_ = inf.SetTransform(func(o interface{}) (interface{}, error) {
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
+			trimManagedFields(u, keepLastWrite)
 		}
 		return o, nil
 	})
@@ -161,6 +163,20 @@ func (s *Scanner) watch(gvr schema.GroupVersionResource) {
 		DeleteFunc: func(interface{}) { s.markDirty() },
 	})
 	s.watched[gvr] = inf
+}
+
+// trimManagedFields drops u's managed fields, which the rules do not read, to save memory; with keepLastWrite it
+// keeps the newest entry's manager, operation and time (not its field set), so LastWrite still answers.
+func trimManagedFields(u *unstructured.Unstructured, keepLastWrite bool) {
+	var last []metav1.ManagedFieldsEntry
+	if keepLastWrite {
+		for _, e := range u.GetManagedFields() {
+			if e.Time != nil && (last == nil || e.Time.After(last[0].Time.Time)) {
+				last = []metav1.ManagedFieldsEntry{{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time}}
+			}
+		}
+	}
+	u.SetManagedFields(last)
 }
 
 func (s *Scanner) markDirty() {

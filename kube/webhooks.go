@@ -48,6 +48,13 @@ func webhooks(cfg *unstructured.Unstructured) []webhook {
 // reported. Webhook call failures reported by the tools ("failed calling webhook") are reported too.
 func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	services := index(inv.Services)
+	firstFailure := map[string]WebhookCallFailure{} // webhook name -> its earliest dated failed call
+	for _, fail := range inv.WebhookCallFailures {
+		name := failedWebhookName(fail.Message)
+		if prev, ok := firstFailure[name]; !fail.At.IsZero() && (!ok || fail.At.Before(prev.At)) {
+			firstFailure[name] = fail
+		}
+	}
 	var out []syncmedic.Finding
 	reported := map[string]int{} // webhook name -> index in out
 	for _, cfg := range inv.WebhookConfigurations {
@@ -64,7 +71,8 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				continue
 			}
 			// A configuration installed before its backend gets the same grace. A missing Service in a dump does
-			// not say when it went: then only the configuration's age counts, and the finding has no start time.
+			// not say when it went: the configuration's creation is then the earliest the problem can have begun,
+			// and the finding is dated from it and says so.
 			from := since
 			if created := cfg.GetCreationTimestamp().Time; created.After(from) {
 				from = created
@@ -72,9 +80,14 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 			if now.Sub(from) < th.WebhookBackend {
 				continue
 			}
-			if !since.IsZero() {
-				since = from
+			undated := ""
+			if since.IsZero() {
+				since, undated = from, "unknown (a dump does not say when the Service went): dated from the webhook configuration's creation, the earliest it can have begun"
+				if first, ok := firstFailure[w.name]; ok {
+					since, undated = first.At, "unknown (a dump does not say when the Service went): dated from the first failed call ("+first.Source+"), when it was down at the latest"
+				}
 			}
+			since = maxTime(since, from)
 			where := w.name
 			if w.name != cfg.GetName() {
 				where += " (" + cfg.GetKind() + " " + cfg.GetName() + ")"
@@ -86,6 +99,9 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},
 				{Field: "backend", Value: problem, Since: timePtr(since)},
+			}
+			if undated != "" {
+				f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "since", Value: undated})
 			}
 			f.Remedy = webhookRemedy(cfg, w)
 			reported[w.name] = len(out)
@@ -164,8 +180,8 @@ func webhookRemedy(cfg *unstructured.Unstructured, w webhook) syncmedic.Remedy {
 // backendProblem says what is wrong with the Service svcKey ("namespace/name") a webhook calls ("" when it has
 // ready endpoints, or when endpoints were not listed) and since when: BackendDownSince when the source tracked it,
 // else, for a Service without ready endpoints, the latest of its creation and its EndpointSlices' (or Endpoints')
-// last change (annotation endpoints.kubernetes.io/last-change-trigger-time, else creation); for a missing Service
-// the zero time (a dump cannot tell when it was deleted; the configuration's age then applies).
+// last change (lastChange); for a missing Service the zero time (a dump cannot tell when it was deleted; the
+// configuration's creation then dates it).
 func backendProblem(inv Inventory, services map[string]*unstructured.Unstructured, svcKey string) (string, time.Time) {
 	ns, name, _ := strings.Cut(svcKey, "/")
 	svc, ok := services[svcKey]
@@ -199,14 +215,35 @@ func backendProblem(inv Inventory, services map[string]*unstructured.Unstructure
 // discoveryServiceLabel links an EndpointSlice to its Service.
 const discoveryServiceLabel = "kubernetes.io/service-name"
 
-// lastChange is when the endpoints controller last changed an EndpointSlice or Endpoints object.
+// lastChange is when an EndpointSlice or Endpoints object last changed: the latest of its last write (the newest
+// metadata.managedFields time, which a live source keeps), the endpoints controller's
+// endpoints.kubernetes.io/last-change-trigger-time annotation and its creation. The annotation alone is not enough:
+// the controller deletes it when no Pod's Ready transition triggered the change — a rollout that deletes the only
+// ready Pod — and sets it to the Service's creation after it restarts (k8s.io/endpointslice TriggerTimeTracker), so
+// the creation of an old slice would date a backend that went down seconds ago from long ago. A slice that shows no
+// ready endpoint has shown that since its last write, so the write dates the outage no earlier than it began.
 func lastChange(o *unstructured.Unstructured) time.Time {
+	at := o.GetCreationTimestamp().Time
 	if v := o.GetAnnotations()["endpoints.kubernetes.io/last-change-trigger-time"]; v != "" {
-		if t, err := time.Parse(time.RFC3339, v); err == nil {
-			return t
+		if t, err := time.Parse(time.RFC3339, v); err == nil && t.After(at) {
+			at = t
 		}
 	}
-	return o.GetCreationTimestamp().Time
+	if t := LastWrite(o); t.After(at) {
+		at = t
+	}
+	return at
+}
+
+// LastWrite is the newest time in o's metadata.managedFields: when a manager last changed it (zero without them).
+func LastWrite(o *unstructured.Unstructured) time.Time {
+	var at time.Time
+	for _, e := range o.GetManagedFields() {
+		if e.Time != nil && e.Time.After(at) {
+			at = e.Time.Time
+		}
+	}
+	return at
 }
 
 // BackendsDown returns the Services ("namespace/name") that webhooks with failurePolicy Fail call and that are
@@ -231,6 +268,13 @@ func BackendsDown(inv Inventory) map[string]time.Time {
 		}
 	}
 	return down
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func timePtr(t time.Time) *time.Time {
