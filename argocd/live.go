@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,13 @@ func OperationSignature(op *v1alpha1.OperationState) string {
 	}
 	var b strings.Builder
 	b.WriteString(string(op.Phase) + "|" + op.StartedAt.UTC().Format(time.RFC3339) + "|" + op.Message)
+	// A retry's start is progress: v2.14.21 starts the next attempt by writing finishedAt: null with the failed
+	// attempt's result still in place (controller/appcontroller.go ~1408-1413), then runs the sync; without these the
+	// hook of the failed wave would look lost since the attempt before, and the retry would be terminated.
+	b.WriteString("|" + strconv.FormatInt(op.RetryCount, 10))
+	if op.FinishedAt != nil {
+		b.WriteString("|finished " + op.FinishedAt.UTC().Format(time.RFC3339))
+	}
 	if op.SyncResult != nil {
 		for _, r := range op.SyncResult.Resources {
 			b.WriteString("|" + r.Kind + "/" + r.Name + "=" + string(r.HookPhase) + "," + string(r.Status))

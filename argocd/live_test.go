@@ -71,6 +71,18 @@ func TestOperationSignature(t *testing.T) {
 	require.NotEqual(t, OperationSignature(a), OperationSignature(b), "a hook phase change is progress")
 	require.Equal(t, OperationSignature(a), OperationSignature(runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)))
 	require.Empty(t, OperationSignature(nil))
+
+	// v2.14.21 starts a retry by clearing finishedAt while the failed attempt's result still says Running
+	// (controller/appcontroller.go ~1408-1413): that is progress, as is each new attempt's count.
+	backoff := runningOp(time.Minute, "Retrying attempt #1 at 10:00:00", synccommon.OperationRunning)
+	finished := metav1.NewTime(time.Now().Add(-75 * time.Second))
+	backoff.FinishedAt, backoff.RetryCount = &finished, 1
+	retrying := runningOp(time.Minute, "Retrying attempt #1 at 10:00:00", synccommon.OperationRunning)
+	retrying.RetryCount = 1
+	require.NotEqual(t, OperationSignature(backoff), OperationSignature(retrying), "a retry that starts is progress")
+	again := *retrying
+	again.RetryCount = 2
+	require.NotEqual(t, OperationSignature(retrying), OperationSignature(&again), "a new attempt is progress")
 }
 
 func TestSyncRequest(t *testing.T) {
