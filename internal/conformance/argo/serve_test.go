@@ -209,7 +209,7 @@ type evaluation struct {
 
 // evaluations returns serve's evaluations of app logged after offset from, in order.
 func (d *serveDaemon) evaluations(app *testenv.RealHookApp, from int) []evaluation {
-	line := regexp.MustCompile(`msg="evaluated application" subject=argocd/[^ /]*/` +
+	line := regexp.MustCompile(`msg="evaluated application" (?:[^\n]* )?subject=argocd/[^ /]*/` +
 		regexp.QuoteMeta(app.Stack.Namespace+"/"+app.Name) + ` findings=(\d+) hooksKnown=(true|false)`)
 	var out []evaluation
 	for _, sub := range line.FindAllStringSubmatch(d.logs.String()[from:], -1) {

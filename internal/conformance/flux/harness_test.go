@@ -198,7 +198,7 @@ func (d *daemon) logLen() int { return d.logs.Len() }
 // It returns how many evaluations it saw, for the row.
 func (d *daemon) lookedAt(t *testing.T, ns, name string, from int) int {
 	t.Helper()
-	line := regexp.MustCompile(`msg="evaluated HelmRelease" subject=` + regexp.QuoteMeta("flux/"+ns+"/"+name) + ` findings=(\d+)`)
+	line := regexp.MustCompile(`msg="evaluated HelmRelease" (?:[^\n]* )?subject=` + regexp.QuoteMeta("flux/"+ns+"/"+name) + ` findings=(\d+)`)
 	evals := line.FindAllStringSubmatch(d.logs.String()[from:], -1)
 	require.NotEmpty(t, evals, "serve evaluated HelmRelease %s/%s during the window", ns, name)
 	for _, e := range evals {
