@@ -145,7 +145,7 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 		quiet, 500*time.Millisecond, "dependency-not-ready-false fired while the dependency really is not ready")
 	evaluated := d.lookedAt(t, ns, sc.Dependent, 0)
 	require.Empty(t, requestAnnotations(stack.Get(t, ns, sc.Dependent)))
-	require.Len(t, d.slack.roots(), 1, "only the dependency's retries-exhausted is announced: %v", d.slack.roots())
+	require.Equal(t, 1, len(d.slack.roots()), "only the dependency's retries-exhausted is announced")
 
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace)
 	resetByHand(t, stack, ns, sc.Dependency) // what the retries-exhausted remedy says to run by hand
@@ -159,7 +159,7 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 	hr = stack.WaitFor(t, ns, sc.Dependent, 30*time.Second, "with syncmedic's request handled", handled)
 	roots := d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), sc.Dependent)
 	require.Len(t, roots, 1, "the finding behind the remedy is announced")
-	require.Len(t, d.slack.roots(), 2, "nothing else is announced: the dependency's retries-exhausted and the dependent's dependency-not-ready-false")
+	require.Equal(t, 2, len(d.slack.roots()), "nothing else is announced: the dependency's retries-exhausted and the dependent's dependency-not-ready-false")
 	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), sc.Dependency), 1)
 	require.Contains(t, d.logs.String(), fmt.Sprintf("kind=HelmRelease namespace=%s name=%s reason=%s severity=info controller=helm-controller", ns, sc.Dependent, helmv2.DependencyNotReadyReason),
 		"the real helm-controller's DependencyNotReady event reached the receiver through notification-controller")
@@ -279,7 +279,7 @@ func TestSuspendedDependentOfARecoveredDependencyIsNotAnIncident(t *testing.T) {
 	require.Empty(t, requestAnnotations(hr))
 	row.Controller = fmt.Sprintf("dependent suspended while DependencyNotReady (observedGeneration bumped to %d); after the dependency turned Ready it keeps Ready=False %s: a suspended release is not reconciled",
 		suspended.Status.ObservedGeneration, fluxreal.Condition(hr, meta.ReadyCondition).Reason)
-	require.Len(t, d.slack.roots(), 1, "only the dependency's retries-exhausted is announced")
+	require.Equal(t, 1, len(d.slack.roots()), "only the dependency's retries-exhausted is announced")
 	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), sc.Dependency), 1)
 	row.Syncmedic = fmt.Sprintf("no finding on the dependent within %s of its dependency being Ready (threshold 5s): evaluated %d times since the dependency was fixed, nothing found", quiet+5*time.Second, d.lookedAt(t, ns, sc.Dependent, from))
 }

@@ -77,7 +77,9 @@ func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	require.Len(t, d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), dep.Dependent), 1, "the finding behind the remedy is announced")
 	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), "cache"), 1)
 	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), dep.Dependency), 1)
-	require.Len(t, d.slack.roots(), 3, "nothing else is announced: retries-exhausted on cache and on the dependency, dependency-not-ready-false on the dependent")
+	require.Len(t, d.slack.roots(string(syncmedic.RuleDeprecatedStoredVersion), "helmreleases.helm.toolkit.fluxcd.io"), 1,
+		"Flux 2.2's CRD stores v2beta2: announced once")
+	require.Equal(t, 4, len(d.slack.roots()), "nothing else is announced: the CRD's stored version, retries-exhausted on cache and on the dependency, dependency-not-ready-false on the dependent")
 	require.Positive(t, d.metric(t, "syncmedic_events_received_total", `result="accepted"`))
 	dnr.Controller += fmt.Sprintf("; after the dependency turned Ready the dependent stays DependencyNotReady until its next dependency check (--requeue-dependency, set to %s here; 30s by default); it became Ready %s later, on syncmedic's request", requeueDependencyWide, followed)
 	dnr.Syncmedic += fmt.Sprintf("; with a 5s threshold: flux/dependency-not-ready-false once the dependency had been Ready 5s, auto: requestedAt written through v2beta2, handled by helm-controller (lastHandledReconcileAt %s), dependent Ready; event path helm-controller → notification-controller (generic-hmac) → receiver checked",
