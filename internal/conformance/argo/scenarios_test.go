@@ -186,7 +186,7 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 			srv := startServe(t, app, autoPolicy)
 			lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "clean-reports")}
 			root := announcedAbout(t, srv, lost.rule, lost.object, announceWithin)
-			r.Syncmedic = "argocd/hook-completion-missed announced about " + lost.object
+			r.Syncmedic = "argocd/hook-completion-missed announced about the hook Job clean-reports"
 			// The re-sync runs the TTL-0 hook again, unpaused: it may lose the same race (v2.14.21 usually does).
 			// syncmedic applies the remedy once; when the condition comes back it proposes it to a person instead of
 			// looping.
@@ -195,8 +195,8 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 				return (completedSince(start)(app) && phase(app) == synccommon.OperationSucceeded) || notRepeated()
 			})
 			incidents := len(srv.roots())
-			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about %s; first thread: %s; %d incident(s); operation then %s",
-				lost.object, thread(srv, root), incidents, testenv.DescribeOperation(after))
+			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about the hook Job clean-reports, nothing else; first thread: %s; %d incident(s); operation then %s",
+				thread(srv, root), incidents, testenv.DescribeOperation(after))
 			require.True(t, ok, "the remedy either finished the sync or stopped repeating itself: %s", srv.summary())
 			require.Len(t, remediesApplied(srv), 1, "the remedy is applied once: %s", srv.summary())
 			onlyAnnounced(t, srv, lost)
@@ -291,7 +291,7 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 		require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(after))
 		require.Contains(t, after.Status.OperationState.Message, "fast")
 		root := announcedAbout(t, srv, syncmedic.RuleHookCompletionMissed, jobObject(app, "fast"), announceWithin)
-		r.Syncmedic += "; then argocd/hook-completion-missed announced about " + jobObject(app, "fast") + " (notify): " + root.Text
+		r.Syncmedic += "; then argocd/hook-completion-missed announced about the Job fast, nothing else (notify): " + root.Text
 		require.Never(t, func() bool { return len(srv.roots()) > 1 }, 5*time.Second, tick, "one incident: %s", srv.summary())
 	})
 }
