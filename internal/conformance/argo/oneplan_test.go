@@ -173,7 +173,8 @@ func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.
 
 			srv := startServe(t, app, heldHookAutoPolicy)
 			if held {
-				announcedAbout(t, srv, finalizerStuck.rule, finalizerStuck.object, announceWithin)
+				require.Equal(t, finalizerStuck, announcementOf(rootFor(t, srv, syncmedic.RuleHookFinalizerStuck)), "hook-finalizer-stuck is about the old hook Job")
+				onlyAnnounced(t, srv, finalizerStuck, notDeletedIncident)
 				require.True(t, app.WaitJob(t, "migrate", remedyWithin, func(j *batchv1.Job) bool {
 					return j != nil && !slices.Contains(j.Finalizers, testenv.HookFinalizer)
 				}), "the one remedy removes the hook finalizer: %s", srv.summary())
