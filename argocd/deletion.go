@@ -242,6 +242,11 @@ func HookNotDeleted(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	if deleting && len(foreign) == 0 {
 		return nil
 	}
+	if !deleting && !live.GetCreationTimestamp().Time.Before(op.StartedAt.Time) {
+		// Created by this operation: the new hook, which the controller created once the old one was gone, while its
+		// message still says it waits for the deletion (seen on v3.6.1 for a second). Not the old hook.
+		return nil
+	}
 	since := op.StartedAt.Time
 	if obs.StateSince.After(since) {
 		since = obs.StateSince

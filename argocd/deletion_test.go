@@ -166,6 +166,12 @@ func TestHookNotDeleted(t *testing.T) {
 		{name: "an operation that started waiting a moment ago is given the threshold", msg: waitingDeletion,
 			hook: func(t *testing.T) *unstructured.Unstructured { return hookJob(t, nil, nil, true) }, state: 10 * time.Second},
 		{name: "an old hook already gone is no problem: the new one is created next", msg: waitingDeletion, state: 10 * time.Minute},
+		{name: "the new hook this sync created while its message still waits for the old one's deletion is not the old hook",
+			msg: "waiting for deletion of hook batch/Job/migrate", hook: func(t *testing.T) *unstructured.Unstructured {
+				j := hookJob(t, []string{HookFinalizer}, nil, true)
+				j.SetCreationTimestamp(*ago(2 * time.Second))
+				return j
+			}, state: 10 * time.Minute},
 		{name: "the real controller's 'one or more tasks are running' with an old hook this sync deleted and another finalizer holds is reported",
 			msg: running, hook: func(t *testing.T) *unstructured.Unstructured {
 				return hookJob(t, []string{"example.com/audit"}, ago(10*time.Minute), true)

@@ -231,6 +231,9 @@ func (l *loop) report(st *appState, now time.Time) {
 	}
 	fs := Evaluate(obs, now, l.w.o.Thresholds)
 	l.w.stats.evals.Add(1)
+	// One line per evaluation at debug level, like flux's "evaluated HelmRelease": the conformance near misses read
+	// it to prove serve looked at the application (with its hooks read) and found nothing (docs/serve.md, Logs).
+	l.w.o.Log.Debug("evaluated application", "subject", st.subject, "findings", len(fs), "hooksKnown", st.hooksKnown)
 	l.sink.Observe(l.ctx, st.subject, fs)
 	l.schedule(st, obs, now)
 }

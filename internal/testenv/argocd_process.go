@@ -72,6 +72,8 @@ type RealArgoCD struct {
 	StartedIn time.Duration
 	// Logs maps a component name (argocd-server, argocd-application-controller, argocd-repo-server) to its log file.
 	Logs map[string]string
+	// pids maps a component name to the process ID of the process it runs as (the leader of its process group).
+	pids map[string]int
 }
 
 var stacks struct {
@@ -247,7 +249,7 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 		return nil, err
 	}
 	server.Redis = redisAddr
-	s := &RealArgoCD{ArgoCDServer: server, Version: opts.Version, Dir: dir, Logs: map[string]string{}}
+	s := &RealArgoCD{ArgoCDServer: server, Version: opts.Version, Dir: dir, Logs: map[string]string{}, pids: map[string]int{}}
 
 	// Every component gets the same environment: the fake in-cluster destination is the test apiserver, git runs
 	// through Argo CD's wrapper scripts, GPG is off, and the TLS/SSH/GPG data directories exist and are empty.
@@ -358,6 +360,7 @@ func (s *RealArgoCD) startComponent(exe string, envv []string, component string,
 		_ = reapLater("pg", strconv.Itoa(cmd.Process.Pid))
 		stopNow := register(func() { stop(); _ = logFile.Close() })
 		if lastErr = ready(ports, exited); lastErr == nil {
+			s.pids[component] = cmd.Process.Pid
 			return loopback(ports[0]), nil
 		}
 		stopNow()

@@ -79,7 +79,8 @@ func TestAppDeletionHeldByAResource(t *testing.T) {
 			require.NoError(t, env.Client.Delete(ctx, a))
 
 			srv := startServe(t, app, deletionPolicy)
-			root := announced(t, srv, syncmedic.RuleAppDeletionStuck, announceWithin)
+			deleting := incident{rule: syncmedic.RuleAppDeletionStuck, object: appObject(app)}
+			root := announcedAbout(t, srv, deleting.rule, deleting.object, announceWithin)
 			require.Contains(t, root.Text, "deleting")
 			require.NoError(t, env.Client.Get(ctx, key, cm))
 			require.NotNil(t, cm.DeletionTimestamp, "the controller deleted the ConfigMap; the other finalizer holds it")
@@ -96,6 +97,8 @@ func TestAppDeletionHeldByAResource(t *testing.T) {
 				"the incident resolves: %s", srv.Summary())
 			r.Controller += "; once the ConfigMap's finalizer was removed the controller finished and the Application went away"
 			r.Syncmedic += "; resolved when the Application was gone"
+			require.Len(t, srv.roots(), 1, "one incident: %s", srv.Summary())
+			onlyAnnounced(t, srv, deleting)
 		})
 	}
 }

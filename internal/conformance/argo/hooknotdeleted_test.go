@@ -54,13 +54,8 @@ func TestOldHookHeldByAForeignFinalizer(t *testing.T) {
 			require.Equal(t, synccommon.OperationRunning, phase(got))
 
 			srv := startServe(t, app, hookNotDeletedPolicy)
-			var root slackMessage
-			require.Eventually(t, func() bool {
-				var ok bool
-				root, ok = srv.rootWithRule(string(syncmedic.RuleHookNotDeleted))
-				return ok
-			}, announceWithin, tick, "argocd/hook-not-deleted is announced (received: %s)", srv.summary())
-			require.Equal(t, "#held-hooks", root.Channel, "the label route picks the channel")
+			held := incident{rule: syncmedic.RuleHookNotDeleted, object: jobObject(app, "migrate")}
+			root := announcedIn(t, srv, "#held-hooks", held, announceWithin)
 			require.Contains(t, root.Blocks, testenv.ForeignFinalizer, "the message names the finalizer that holds the hook")
 			r.Syncmedic = "argocd/hook-not-deleted announced in the label-routed channel, naming " + testenv.ForeignFinalizer
 
@@ -80,6 +75,8 @@ func TestOldHookHeldByAForeignFinalizer(t *testing.T) {
 				return false
 			}, announceWithin, tick, "the incident resolves once the sync moved on: %s", srv.summary())
 			r.Syncmedic += "; resolved after the finalizer's controller let go, next sync " + string(phase(after))
+			require.Len(t, srv.roots(), 1, "one incident: %s", srv.summary())
+			onlyAnnounced(t, srv, held)
 		})
 	}
 }

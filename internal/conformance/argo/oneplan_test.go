@@ -68,7 +68,8 @@ func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
 			}
 
 			srv := startServe(t, app, autoPolicy)
-			root := announced(t, srv, syncmedic.RuleHookImmutable, announceWithin)
+			immutable := incident{rule: syncmedic.RuleHookImmutable, object: jobObject(app, "db-migrate")}
+			root := announcedAbout(t, srv, immutable.rule, immutable.object, announceWithin)
 			wantRemedies := 0
 			if held {
 				wantRemedies = 1
@@ -84,10 +85,11 @@ func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
 			})
 			_, jobAfter := app.JobState(t, "db-migrate")
 			cur := app.Get(t)
-			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; thread: %s; remedies applied: %d; Job then %s; operation then %s",
-				len(srv.roots()), firstLine(root.Text), thread(srv, root), len(remediesApplied(srv)), jobAfter, testenv.DescribeOperation(cur))
+			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; the one plan chosen: %s; thread: %s; remedies applied: %d; Job then %s; operation then %s",
+				len(srv.roots()), firstLine(root.Text), planOf(f), thread(srv, root), len(remediesApplied(srv)), jobAfter, testenv.DescribeOperation(cur))
 			require.False(t, more, "one incident and at most one remedy for the Job: %s", srv.summary())
 			require.Len(t, srv.roots(), 1, "one incident for the Job: %s", srv.summary())
+			onlyAnnounced(t, srv, immutable)
 			require.Len(t, remediesApplied(srv), wantRemedies, "one remedy sequence for the Job: %s", srv.summary())
 			for _, m := range remedyResults(srv) {
 				require.Contains(t, m, "`"+string(syncmedic.ActionRemoveHookFinalizer)+"` succeeded", "the remedy is the finalizer patch")
@@ -153,36 +155,46 @@ func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.
 
 			c := dialStack(t, stack)
 			wantRoots, wantRemedies := 1, 0
+			var f syncmedic.Finding
 			if held {
 				wantRoots, wantRemedies = 2, 1
-				f := findingAbout(t, c, app, syncmedic.RuleHookFinalizerStuck, "migrate")
+				f = findingAbout(t, c, app, syncmedic.RuleHookFinalizerStuck, "migrate")
 				require.Len(t, findingsAbout(scanApp(t, c, app), "migrate"), 1, "one finding for the Job")
 				require.Equal(t, "also ("+string(syncmedic.RuleHookNotDeleted)+")", f.Evidence[len(f.Evidence)-1].Field,
 					"the hook-not-deleted finding is folded into the one plan")
 				require.Equal(t, "false", f.Remedy.Params[argocd.ParamThenSync], "removing the finalizer alone: nothing is terminated")
 			} else {
 				r.Controller += " (the hook finalizer was removed by the controller when the sync started)"
-				findingAbout(t, c, app, syncmedic.RuleHookNotDeleted, "migrate")
+				f = findingAbout(t, c, app, syncmedic.RuleHookNotDeleted, "migrate")
+				require.Len(t, findingsAbout(scanApp(t, c, app), "migrate"), 1, "one finding for the Job")
 			}
+			finalizerStuck := incident{rule: syncmedic.RuleHookFinalizerStuck, object: jobObject(app, "migrate")}
+			notDeletedIncident := incident{rule: syncmedic.RuleHookNotDeleted, object: jobObject(app, "migrate")}
 
 			srv := startServe(t, app, heldHookAutoPolicy)
 			if held {
-				rootFor(t, srv, syncmedic.RuleHookFinalizerStuck)
+				require.Equal(t, finalizerStuck, announcementOf(rootFor(t, srv, syncmedic.RuleHookFinalizerStuck)), "hook-finalizer-stuck is about the old hook Job")
+				onlyAnnounced(t, srv, finalizerStuck, notDeletedIncident)
 				require.True(t, app.WaitJob(t, "migrate", remedyWithin, func(j *batchv1.Job) bool {
 					return j != nil && !slices.Contains(j.Finalizers, testenv.HookFinalizer)
 				}), "the one remedy removes the hook finalizer: %s", srv.summary())
 			}
 			notDeleted := rootFor(t, srv, syncmedic.RuleHookNotDeleted)
+			require.Equal(t, notDeletedIncident, announcementOf(notDeleted), "hook-not-deleted is about the old hook Job")
 			require.Contains(t, notDeleted.Blocks, testenv.ForeignFinalizer, "what is left is reported, naming the other finalizer")
 			more := waitFor(nearMissWindow, func() bool {
 				return len(srv.roots()) > wantRoots || len(remediesApplied(srv)) > wantRemedies
 			})
 			cur := app.Get(t)
 			_, jobAfter := app.JobState(t, "migrate")
-			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; remedies applied: %d (%s); Job then %s; operation then %s",
-				len(srv.roots()), rootRules(srv), len(remediesApplied(srv)), strings.ReplaceAll(strings.Join(remedyResults(srv), " / "), "\n", " "), jobAfter, testenv.DescribeOperation(cur))
+			r.Syncmedic = fmt.Sprintf("%d incident(s): %s; the one plan chosen: %s; remedies applied: %d (%s); Job then %s; operation then %s",
+				len(srv.roots()), rootRules(srv), planOf(f), len(remediesApplied(srv)), strings.ReplaceAll(strings.Join(remedyResults(srv), " / "), "\n", " "), jobAfter, testenv.DescribeOperation(cur))
 			require.False(t, more, "no further incident or remedy: %s", srv.summary())
 			require.Len(t, srv.roots(), wantRoots, srv.summary())
+			onlyAnnounced(t, srv, finalizerStuck, notDeletedIncident)
+			if !held {
+				onlyAnnounced(t, srv, notDeletedIncident)
+			}
 			require.Len(t, remediesApplied(srv), wantRemedies, srv.summary())
 			if held {
 				require.Less(t, indexOf(srv, remedyResults(srv)[0]), indexOf(srv, notDeleted.Text),
@@ -199,6 +211,25 @@ func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.
 			require.True(t, after.Status.OperationState.StartedAt.Equal(&got.Status.OperationState.StartedAt), "no new sync was needed")
 		})
 	}
+}
+
+// planOf describes the plan syncmedic chose for a finding: its rule, the remedy's action and whether a sync follows
+// (with the findings folded into it), for a conformance row.
+func planOf(f syncmedic.Finding) string {
+	action := string(f.Remedy.Action)
+	if f.Remedy.Action == syncmedic.ActionNone {
+		action = "no automatic remedy (a person's call)"
+	}
+	s := fmt.Sprintf("%s → %s", f.Rule, action)
+	if v, ok := f.Remedy.Params[argocd.ParamThenSync]; ok {
+		s += " (then sync: " + v + ")"
+	}
+	for _, e := range f.Evidence {
+		if strings.HasPrefix(e.Field, "also (") {
+			s += ", folding in " + strings.TrimSuffix(strings.TrimPrefix(e.Field, "also ("), ")")
+		}
+	}
+	return s
 }
 
 // isRootOf reports whether root message m is an incident of rule: its Rule field (a link whose text is the rule ID),

@@ -16,13 +16,13 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// Bounded waits of these tests. The rule thresholds in the policies are seconds, so a quiet window of
-// nearMissWindow is several times every threshold and every live re-read (--argocd-live-resync 1s).
+// Bounded waits of these tests. A near miss watches nearMissWindow, longer than every threshold of the policy it
+// runs (autoPolicy's longest is hook-completion-missed's 30 s), so a false positive has the time to show.
 const (
 	controllerWindow = 45 * time.Second // how long the real controller gets to finish an operation by itself
 	announceWithin   = 60 * time.Second
 	remedyWithin     = 2 * time.Minute
-	nearMissWindow   = 20 * time.Second
+	nearMissWindow   = 40 * time.Second
 	tick             = 200 * time.Millisecond
 )
 
@@ -36,6 +36,9 @@ rules:
   argocd/hook-completion-missed: {mode: auto, threshold: 30s, rerunHooks: true}
   argocd/hook-immutable: {mode: auto, rerunHooks: true}
 ` + routes
+
+// autoThresholds says autoPolicy's thresholds in the words of a conformance row.
+const autoThresholds = "hook-finalizer-stuck 3s, hook-completion-missed 30s after the hook finished, hook-immutable at once, operation-stuck 30m"
 
 // routes sends every incident of these tests to routedChannel, not serve's --slack-channel: announced checks that
 // every message of the incident's thread went there (issue 14 item 7, through the real controllers).
@@ -74,7 +77,8 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// announced waits until Slack got a root message naming rule and describes it with its thread.
+// announced waits until Slack got the root message of an incident of rule and returns it; it does not look at the
+// object: announcedAbout does, and checks that nothing else was announced.
 func announced(t *testing.T, srv *fakeSlack, rule syncmedic.RuleID, within time.Duration) slackMessage {
 	t.Helper()
 	var root slackMessage
@@ -99,17 +103,24 @@ func thread(srv *fakeSlack, root slackMessage) string {
 	return strings.Join(parts, " / ")
 }
 
-// skipIfReportedAfterTheHookFinished records and skips a near miss that syncmedic reported in the seconds after
-// its hook finished, before the real controller had noticed (issue 13 item 5: hook-completion-missed counts its
-// threshold from the operation start, with no grace after the hook ends; with auto, the healthy sync is terminated).
-func skipIfReportedAfterTheHookFinished(t *testing.T, r *conformance.Row, srv *fakeSlack, after *v1alpha1.Application) {
+// nearMiss watches a healthy application for nearMissWindow: nothing may be announced, and serve must have
+// evaluated it meanwhile and found nothing (lookedAt; with running, its hook objects read too). It fills in
+// r.Syncmedic and returns whether anything was announced (the caller lets the controller finish before failing, so
+// the row says what it did).
+func nearMiss(t *testing.T, d *serveDaemon, app *testenv.RealHookApp, r *conformance.Row, thresholds string, running bool) bool {
 	t.Helper()
-	if len(srv.roots()) == 0 {
-		return
+	from := d.logLen()
+	if waitFor(nearMissWindow, func() bool { return len(d.slack.roots()) > 0 }) {
+		r.Syncmedic = "FALSE POSITIVE: " + d.slack.summary()
+		return true
 	}
-	r.Syncmedic = "FALSE POSITIVE right after the hook finished: " + srv.summary()
-	t.Skipf("known false positive, issue 13 item 5: reported as soon as the hook finished, before Argo CD looked; "+
-		"operation then %s; Slack: %s", testenv.DescribeOperation(after), srv.summary())
+	n := d.lookedAt(t, app, from, running)
+	read := ""
+	if running {
+		read = ", its hooks read"
+	}
+	r.Syncmedic = fmt.Sprintf("no finding, no action within %s (%s): evaluated %d times%s, nothing found", nearMissWindow, thresholds, n, read)
+	return false
 }
 
 func completedSince(start time.Time) func(*v1alpha1.Application) bool {
@@ -120,55 +131,82 @@ func completedSince(start time.Time) func(*v1alpha1.Application) bool {
 
 func phase(app *v1alpha1.Application) synccommon.OperationPhase { return testenv.OperationPhase(app) }
 
-// The fast-Job race (argo-cd #21055, #6880): a PreSync hook Job with ttlSecondsAfterFinished: 0 completes and the
-// real TTL controller deletes it at once. Whatever the controller does is recorded; if the operation is left waiting
-// for the vanished hook, syncmedic announces argocd/hook-completion-missed and, with the policy on auto, its remedy
-// gets the real controller to finish the sync.
+// The fast-Job race (argo-cd #21055, #6880), forced: a PreSync hook Job with ttlSecondsAfterFinished: 0 runs; the
+// test pauses the real application-controller (SIGSTOP), lets the hook's Pod exit, waits until the real TTL
+// controller has deleted the Job, and resumes the controller — what happens when a fast Job completes between two
+// looks of a busy controller. v2.14.21 never sees the hook finish: the operation waits for it forever; syncmedic
+// announces argocd/hook-completion-missed about the Job and, on auto, terminates and re-syncs once (the re-sync runs
+// the TTL-0 hook again, unpaused, which may lose the race again: then the remedy is proposed to a person, not
+// repeated). v3.6.1's hook finalizer keeps the deleted Job until the controller has seen it finish: the sync
+// succeeds and nothing is reported.
 func TestFastHookJobWithTTLZero(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
-		t.Run("on "+version+" a hook Job deleted by its TTL at completion either finishes the sync or is reported and recovered", func(t *testing.T) {
+		v2 := version == testenv.ArgoCDV2
+		name := "on " + version + " a hook Job deleted by its TTL before the controller saw it finish leaves the sync waiting, and is reported and recovered"
+		if !v2 {
+			name = "on " + version + " a hook Job deleted by its TTL before the controller saw it finish is held by the hook finalizer and the sync finishes"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := row(version, "fast hook Job (ttlSecondsAfterFinished: 0)")
+			r := row(version, "fast hook Job (ttlSecondsAfterFinished: 0) completing and TTL-deleted while the controller does not look (paused)")
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			record(t, r)
-			start := time.Now()
-			app := testenv.ScenarioRealFastHook(t, stack)
+			app, start := testenv.ScenarioRealHookRunning(t, stack, "fast-hook", testenv.RealHook{Name: "clean-reports",
+				Hook: synccommon.HookTypePreSync, TTL: testenv.TTL(0), Run: testenv.PodRunsUntilReleased})
+
+			resume := stack.PauseController(t)
+			app.Release(t, "clean-reports")
+			deleted := app.WaitJob(t, "clean-reports", controllerWindow, func(j *batchv1.Job) bool { return j == nil || j.DeletionTimestamp != nil })
+			held, heldDesc := app.JobState(t, "clean-reports")
+			resume()
+			require.True(t, deleted, "the TTL controller deletes the completed hook Job: %s", heldDesc)
 			got, finished := app.WaitApp(t, controllerWindow, completedSince(start))
 			_, job := app.JobState(t, "clean-reports")
-			if finished {
-				r.Controller = fmt.Sprintf("operation finished by itself within %s — %s; hook Job %s", controllerWindow,
-					testenv.DescribeOperation(got), job)
-				srv := startServe(t, app, autoPolicy)
-				require.False(t, waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 }),
-					"a finished sync is not reported: %s", srv.summary())
-				r.Syncmedic = fmt.Sprintf("no finding, no action within %s", nearMissWindow)
+			r.Controller = fmt.Sprintf("hook Job while the controller was paused: %s; %s after it resumed: operation %s; hook Job %s",
+				heldDesc, controllerWindow, testenv.DescribeOperation(got), job)
+
+			if !v2 {
+				require.NotNil(t, held, "v3's hook finalizer keeps the TTL-deleted Job until the controller saw it")
+				require.Contains(t, held.Finalizers, testenv.HookFinalizer)
+				require.True(t, finished, "v3.6.1 finishes the sync: %s", testenv.DescribeOperation(got))
 				require.Equal(t, synccommon.OperationSucceeded, phase(got), testenv.DescribeOperation(got))
+				require.True(t, app.WaitJob(t, "clean-reports", controllerWindow, func(j *batchv1.Job) bool { return j == nil }),
+					"the controller releases the hook Job")
+				d := startServeDaemon(t, app, autoPolicy)
+				require.False(t, nearMiss(t, d, app, r, autoThresholds, false), "a finished sync is not reported: %s", d.slack.summary())
 				return
 			}
-			r.Controller = fmt.Sprintf("operation still %s after %s; hook Job %s", testenv.DescribeOperation(got), controllerWindow, job)
+			require.Nil(t, held, "v2.14.21 puts no finalizer on its hooks: the TTL controller deletes the Job at once")
+			require.False(t, finished, "v2.14.21 never sees the deleted hook finish: %s", testenv.DescribeOperation(got))
 			require.Equal(t, synccommon.OperationRunning, phase(got), "the operation is waiting: %s", testenv.DescribeOperation(got))
 			require.Contains(t, got.Status.OperationState.Message, "clean-reports")
 
 			srv := startServe(t, app, autoPolicy)
-			root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin)
-			r.Syncmedic = "argocd/hook-completion-missed announced"
-			// The re-sync runs the TTL-0 hook again, which may lose the same race (on v2.14.21 it always does).
+			lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "clean-reports")}
+			root := announcedAbout(t, srv, lost.rule, lost.object, announceWithin)
+			r.Syncmedic = "argocd/hook-completion-missed announced about the hook Job clean-reports"
+			// The re-sync runs the TTL-0 hook again, unpaused: it may lose the same race (v2.14.21 usually does).
 			// syncmedic applies the remedy once; when the condition comes back it proposes it to a person instead of
 			// looping.
 			notRepeated := func() bool { return strings.Contains(srv.summary(), "not repeated") }
 			after, ok := app.WaitApp(t, remedyWithin, func(app *v1alpha1.Application) bool {
-				return (testenv.OperationCompleted(app) && phase(app) == synccommon.OperationSucceeded) || notRepeated()
+				return (completedSince(start)(app) && phase(app) == synccommon.OperationSucceeded) || notRepeated()
 			})
 			incidents := len(srv.roots())
-			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced; first thread: %s; %d incident(s); operation then %s",
+			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about the hook Job clean-reports, nothing else; first thread: %s; %d incident(s); operation then %s",
 				thread(srv, root), incidents, testenv.DescribeOperation(after))
 			require.True(t, ok, "the remedy either finished the sync or stopped repeating itself: %s", srv.summary())
+			require.Len(t, remediesApplied(srv), 1, "the remedy is applied once: %s", srv.summary())
+			onlyAnnounced(t, srv, lost)
 			if notRepeated() {
 				r.Syncmedic += "; the re-sync lost the same race, and the remedy was not repeated: proposed to a person"
 				require.LessOrEqual(t, incidents, 2, "one remedy, then a proposal, never a loop: %s", srv.summary())
+				return
 			}
+			require.Equal(t, 1, incidents, "the re-sync succeeded: one incident: %s", srv.summary())
+			r.Syncmedic += "; the re-sync succeeded"
 		})
 	}
 }
@@ -179,6 +217,9 @@ rules:
   argocd/hook-finalizer-stuck: {mode: notify, threshold: 3s}
   argocd/hook-completion-missed: {mode: notify, threshold: 5s}
 ` + routes
+
+// notifyThresholds says notifyPolicy's thresholds in the words of a conformance row.
+const notifyThresholds = "notify only: hook-finalizer-stuck 3s, hook-completion-missed 5s after the hook finished, operation-stuck 30m"
 
 // Healthy near miss on v3 (issue 13 item 1): a PreSync wave with a slow hook (its Pod running) and a fast hook Job
 // deleted by its TTL at completion. On v3 the fast Job stays deleting, held by argocd.argoproj.io/hook-finalizer,
@@ -200,26 +241,18 @@ func TestSlowAndFastHookWaveIsNotStuckOnV3(t *testing.T) {
 		require.NotNil(t, fast, "the hook finalizer keeps the TTL-deleted fast Job until the wave ends")
 		require.Contains(t, fast.Finalizers, testenv.HookFinalizer)
 
-		srv := startServe(t, app, autoPolicy)
-		fired := waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 })
-		if fired {
-			r.Syncmedic = "FALSE POSITIVE: " + srv.summary()
-		} else {
-			r.Syncmedic = fmt.Sprintf("no finding, no action within %s (hook rule thresholds 3-5s)", nearMissWindow)
-		}
+		d := startServeDaemon(t, app, autoPolicy)
+		fired := nearMiss(t, d, app, r, autoThresholds+"; the fast hook finished before serve started", true)
 		_, stillThere := app.JobState(t, "fast")
 
 		app.Release(t, "slow")
 		after, ok := app.WaitApp(t, remedyWithin, testenv.OperationCompleted)
 		_, fastAfter := app.JobState(t, "fast")
 		r.Controller += fmt.Sprintf("; after the slow hook exits: %s; fast Job %s", testenv.DescribeOperation(after), fastAfter)
-		if fired {
-			t.Skipf("known false positive, issue 13 item 1: syncmedic reported a healthy wave (fast Job while reported: %s): %s",
-				stillThere, srv.summary())
-		}
-		skipIfReportedAfterTheHookFinished(t, r, srv, after)
+		require.False(t, fired, "a healthy wave is reported (fast Job while reported: %s): %s", stillThere, d.slack.summary())
 		require.True(t, ok, "the sync finishes once the slow hook exits: %s", testenv.DescribeOperation(after))
 		require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
+		require.Empty(t, d.slack.roots(), "nothing is reported after the slow hook finished either: %s", d.slack.summary())
 		require.True(t, app.WaitJob(t, "fast", remedyWithin, func(j *batchv1.Job) bool { return j == nil }),
 			"the real controller releases the fast Job once the wave ends")
 	})
@@ -242,10 +275,11 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 		_, fastDesc := app.JobState(t, "fast")
 		r.Controller = fmt.Sprintf("while the slow hook runs: operation %s; fast Job %s", testenv.DescribeOperation(app.Get(t)), fastDesc)
 
-		srv := startServe(t, app, notifyPolicy)
-		require.False(t, waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 }),
+		d := startServeDaemon(t, app, notifyPolicy)
+		srv := d.slack
+		require.False(t, nearMiss(t, d, app, r, notifyThresholds+"; the fast hook finished before serve started", true),
 			"nothing is reported while the slow hook still runs: %s", srv.summary())
-		r.Syncmedic = fmt.Sprintf("no finding while the slow hook runs (%s watched)", nearMissWindow)
+		r.Syncmedic = "while the slow hook runs: " + r.Syncmedic
 
 		app.Release(t, "slow")
 		require.True(t, app.WaitJob(t, "slow", controllerWindow, func(j *batchv1.Job) bool {
@@ -256,8 +290,9 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 		r.Controller += fmt.Sprintf("; %s after the slow hook exits: %s", controllerWindow, testenv.DescribeOperation(after))
 		require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(after))
 		require.Contains(t, after.Status.OperationState.Message, "fast")
-		root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin)
-		r.Syncmedic += "; then argocd/hook-completion-missed announced (notify): " + root.Text
+		root := announcedAbout(t, srv, syncmedic.RuleHookCompletionMissed, jobObject(app, "fast"), announceWithin)
+		r.Syncmedic += "; then argocd/hook-completion-missed announced about the Job fast, nothing else (notify): " + root.Text
+		require.Never(t, func() bool { return len(srv.roots()) > 1 }, 5*time.Second, tick, "one incident: %s", srv.summary())
 	})
 }
 
@@ -275,20 +310,15 @@ func TestSyncRunningItsHookIsNotStuck(t *testing.T) {
 			_, hook := app.JobState(t, "migrate")
 			r.Controller = fmt.Sprintf("operation %s; hook Job %s", testenv.DescribeOperation(app.Get(t)), hook)
 
-			srv := startServe(t, app, autoPolicy)
-			fired := waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 })
-			if fired {
-				r.Syncmedic = "FALSE POSITIVE: " + srv.summary()
-			} else {
-				r.Syncmedic = fmt.Sprintf("no finding, no action within %s (hook rule thresholds 3-5s)", nearMissWindow)
-			}
+			d := startServeDaemon(t, app, autoPolicy)
+			fired := nearMiss(t, d, app, r, autoThresholds, true)
 			app.Release(t, "migrate")
 			after, ok := app.WaitApp(t, remedyWithin, testenv.OperationCompleted)
 			r.Controller += "; after the hook exits: " + testenv.DescribeOperation(after)
-			require.False(t, fired, "a running hook is not stuck: %s", srv.summary())
-			skipIfReportedAfterTheHookFinished(t, r, srv, after)
+			require.False(t, fired, "a running hook is not stuck: %s", d.slack.summary())
 			require.True(t, ok, "the sync finishes once the hook exits: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
+			require.Empty(t, d.slack.roots(), "nothing is reported after the hook finished either: %s", d.slack.summary())
 		})
 	}
 }
@@ -322,17 +352,16 @@ func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 			r.Controller = fmt.Sprintf("operation %s; hook Job %s", testenv.DescribeOperation(got), jobDesc)
 			require.Equal(t, synccommon.OperationFailed, phase(got), testenv.DescribeOperation(got))
 
-			srv := startServe(t, app, autoPolicy)
+			d := startServeDaemon(t, app, autoPolicy)
+			srv := d.slack
 			if !leaky {
 				require.Nil(t, job, "v3.6.1 removes the finalizer of the hook it waited for: %s", jobDesc)
-				require.False(t, waitFor(nearMissWindow, func() bool { return len(srv.roots()) > 0 }),
-					"nothing is reported: %s", srv.summary())
-				r.Syncmedic = fmt.Sprintf("no finding, no action within %s", nearMissWindow)
+				require.False(t, nearMiss(t, d, app, r, autoThresholds, false), "nothing is reported: %s", srv.summary())
 				return
 			}
 			require.NotNil(t, job, "v3.0.12 leaks the hook finalizer")
 			require.Contains(t, job.Finalizers, testenv.HookFinalizer)
-			root := announced(t, srv, syncmedic.RuleHookFinalizerStuck, announceWithin)
+			root := announcedAbout(t, srv, syncmedic.RuleHookFinalizerStuck, jobObject(app, "report"), announceWithin)
 			gone := app.WaitJob(t, "report", remedyWithin, func(j *batchv1.Job) bool { return j == nil })
 			r.Syncmedic = fmt.Sprintf("argocd/hook-finalizer-stuck announced; thread: %s", thread(srv, root))
 			require.True(t, gone, "the remedy releases the leaked Job: %s", srv.summary())
@@ -345,6 +374,8 @@ func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(again))
 			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the next sync succeeds: %s", testenv.DescribeOperation(after))
 			r.Syncmedic += "; next sync " + string(phase(after))
+			require.Len(t, srv.roots(), 1, "one incident: %s", srv.summary())
+			require.Len(t, remediesApplied(srv), 1, "one remedy: %s", srv.summary())
 		})
 	}
 }
@@ -372,7 +403,7 @@ func TestImmutableHookTemplateChange(t *testing.T) {
 			require.True(t, strings.HasPrefix(jobDesc, "Failed"), "the failed hook Job is kept: %s", jobDesc)
 
 			srv := startServe(t, app, autoPolicy)
-			root := announced(t, srv, syncmedic.RuleHookImmutable, announceWithin)
+			root := announcedAbout(t, srv, syncmedic.RuleHookImmutable, jobObject(app, "db-migrate"), announceWithin)
 			require.Contains(t, root.Text, "kept by its delete policy")
 			r.Syncmedic = "argocd/hook-immutable announced, naming the delete policy that keeps the old hook; remedy proposed (argocd app delete-resource, then sync), not applied"
 			require.False(t, waitFor(nearMissWindow, func() bool {
@@ -390,6 +421,8 @@ func TestImmutableHookTemplateChange(t *testing.T) {
 			require.True(t, ok && phase(after) == synccommon.OperationSucceeded, "the proposed fix gets the real controller past it: %s\nSlack: %s",
 				testenv.DescribeOperation(after), srv.summary())
 			require.NotContains(t, srv.summary(), "Applying", "while the person's delete is under way syncmedic starts no sync of its own (it would race theirs)")
+			require.Len(t, srv.roots(), 1, "one incident: %s", srv.summary())
+			onlyAnnounced(t, srv, incident{rule: syncmedic.RuleHookImmutable, object: jobObject(app, "db-migrate")})
 		})
 	}
 }

@@ -1,12 +1,15 @@
 package argo
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
@@ -66,14 +70,110 @@ func (f *fakeSlack) all() []slackMessage { return f.All() }
 // roots returns the root messages (new incidents).
 func (f *fakeSlack) roots() []slackMessage { return f.Roots() }
 
-// rootWithRule returns the first root message naming rule, if any.
+// rootWithRule returns the first root message of an incident of rule (its Rule field, not a mention of the rule in
+// the evidence of another), if any.
 func (f *fakeSlack) rootWithRule(rule string) (slackMessage, bool) {
 	for _, m := range f.roots() {
-		if strings.Contains(m.Blocks, rule) || strings.Contains(m.Text, rule) {
+		if announcementOf(m).rule == syncmedic.RuleID(rule) {
 			return m, true
 		}
 	}
 	return slackMessage{}, false
+}
+
+// incident is what a root message announces: the rule of the incident and the object it is about, as syncmedic
+// prints it (Kind.group/namespace/name: see appObject and jobObject).
+type incident struct {
+	rule   syncmedic.RuleID
+	object string
+}
+
+func (i incident) String() string { return string(i.rule) + " on " + i.object }
+
+// ruleField reads the rule of a root message from its Rule field: a link whose text is the rule ID, or the rule ID
+// in backquotes for a rule without a page.
+var ruleField = regexp.MustCompile("^\\*Rule\\*\n(?:<[^|]*\\|([^>]+)>|`([^`]+)`)$")
+
+// announcementOf reads the rule (the Rule field of the blocks) and the object (the fallback text ends with it in
+// parentheses) of a root message; a part it cannot read stays empty, which matches no expected incident.
+func announcementOf(m slackMessage) incident {
+	var in incident
+	var blocks any
+	_ = json.Unmarshal([]byte(m.Blocks), &blocks)
+	for _, text := range texts(blocks) {
+		if sub := ruleField.FindStringSubmatch(text); sub != nil {
+			in.rule = syncmedic.RuleID(sub[1] + sub[2])
+		}
+	}
+	if i := strings.LastIndex(m.Text, " ("); i >= 0 && strings.HasSuffix(m.Text, ")") {
+		in.object = m.Text[i+2 : len(m.Text)-1]
+	}
+	return in
+}
+
+// texts returns every "text" string of decoded Slack blocks, depth first.
+func texts(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		if s, ok := v["text"].(string); ok {
+			out = append(out, s)
+		}
+		for _, k := range []string{"text", "fields", "elements"} {
+			if _, isString := v[k].(string); !isString {
+				out = append(out, texts(v[k])...)
+			}
+		}
+	case []any:
+		for _, e := range v {
+			out = append(out, texts(e)...)
+		}
+	}
+	return out
+}
+
+// appObject is the Application of app as syncmedic names it in an incident.
+func appObject(app *testenv.RealHookApp) string {
+	return "Application.argoproj.io/" + app.Stack.Namespace + "/" + app.Name
+}
+
+// jobObject is the Job name of app's destination namespace as syncmedic names it in an incident.
+func jobObject(app *testenv.RealHookApp, name string) string {
+	return "Job.batch/" + app.Namespace + "/" + name
+}
+
+// announcedAbout waits until Slack got the root message of an incident of rule about object, checks that the
+// policy's route picked its channel and that every incident announced so far is that one, and returns it.
+func announcedAbout(t *testing.T, srv *fakeSlack, rule syncmedic.RuleID, object string, within time.Duration) slackMessage {
+	t.Helper()
+	return announcedIn(t, srv, routedChannel, incident{rule: rule, object: object}, within)
+}
+
+// announcedIn is announcedAbout for want in channel.
+func announcedIn(t *testing.T, srv *fakeSlack, channel string, want incident, within time.Duration) slackMessage {
+	t.Helper()
+	var root slackMessage
+	require.Eventually(t, func() bool {
+		for _, m := range srv.roots() {
+			if announcementOf(m) == want {
+				root = m
+				return true
+			}
+		}
+		return false
+	}, within, tick, "%s is announced on Slack (received: %s)", want, srv.summary())
+	require.Equal(t, channel, root.Channel, "the policy's route picks the channel")
+	onlyAnnounced(t, srv, want)
+	return root
+}
+
+// onlyAnnounced checks that every root message Slack got is an incident of one of want: no other rule, no other
+// object. How many of each is the caller's to check.
+func onlyAnnounced(t *testing.T, srv *fakeSlack, want ...incident) {
+	t.Helper()
+	for _, m := range srv.roots() {
+		require.Contains(t, want, announcementOf(m), "an incident announced besides %v: %q (received: %s)", want, m.Text, srv.summary())
+	}
 }
 
 // replies returns the texts of the replies in the thread of ts, in order.
@@ -90,11 +190,53 @@ func (f *fakeSlack) replies(ts string) []string {
 // summary lists what Slack received, one line per message, for conformance rows and failure messages.
 func (f *fakeSlack) summary() string { return f.Summary() }
 
-// serveDaemon is one `syncmedic serve` process watching one app of a stack.
+// serveDaemon is one `syncmedic serve` process watching one app of a stack, announcing on slack.
 type serveDaemon struct {
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	cmd   *exec.Cmd
+	logs  *lockedBuffer
+	done  chan struct{}
+	slack *fakeSlack
+}
+
+// logLen is how much serve has logged so far: an offset for lookedAt.
+func (d *serveDaemon) logLen() int { return d.logs.Len() }
+
+// evaluation is one "evaluated application" debug line of serve.
+type evaluation struct {
+	findings   int
+	hooksKnown bool
+}
+
+// evaluations returns serve's evaluations of app logged after offset from, in order.
+func (d *serveDaemon) evaluations(app *testenv.RealHookApp, from int) []evaluation {
+	line := regexp.MustCompile(`msg="evaluated application" (?:[^\n]* )?subject=argocd/[^ /]*/` +
+		regexp.QuoteMeta(app.Stack.Namespace+"/"+app.Name) + ` findings=(\d+) hooksKnown=(true|false)`)
+	var out []evaluation
+	for _, sub := range line.FindAllStringSubmatch(d.logs.String()[from:], -1) {
+		n, _ := strconv.Atoi(sub[1])
+		out = append(out, evaluation{findings: n, hooksKnown: sub[2] == "true"})
+	}
+	return out
+}
+
+// lookedAt proves that the silence of a near miss is a judgement: it waits (up to announceWithin) for one more
+// evaluation of app than serve had logged when called — so one made once the window had passed, with every
+// threshold — and checks that serve evaluated app since offset from and found nothing each time. With hooks, serve
+// must also have read the application's hook objects at least once (it does while an operation runs; a finished
+// one's hooks are read only where a leaked finalizer is possible). It returns how many evaluations it saw.
+func (d *serveDaemon) lookedAt(t *testing.T, app *testenv.RealHookApp, from int, hooks bool) int {
+	t.Helper()
+	now := d.logLen()
+	require.Eventually(t, func() bool { return len(d.evaluations(app, now)) > 0 }, announceWithin, tick,
+		"serve evaluates the application again after the window (debug log: evaluated application)")
+	evals := d.evaluations(app, from)
+	hooksRead := false
+	for _, e := range evals {
+		require.Zero(t, e.findings, "serve found something on the application during the window: %+v", evals)
+		hooksRead = hooksRead || e.hooksKnown
+	}
+	require.True(t, hooksRead || !hooks, "serve read the application's hook objects at least once during the window: %+v", evals)
+	return len(evals)
 }
 
 type lockedBuffer struct {
@@ -110,10 +252,19 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
+// Len is how many bytes were written so far.
+func (l *lockedBuffer) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
+
 // startServe runs `syncmedic serve` against the stack's argocd-server (admin token, plaintext), watching only app
 // (--argocd-selector), with policy as its policy file, announcing on a new Slack test server; it waits until
 // /readyz answers 200. The daemon is killed when the test ends, and its output logged if the test failed.
 func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlack {
+	t.Helper()
+	return startServeDaemon(t, app, policy).slack
+}
+
+// startServeDaemon is startServe returning the daemon, whose log tells what serve evaluated (lookedAt).
+func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string) *serveDaemon {
 	t.Helper()
 	bin := syncmedicBinary(t)
 	stack := app.Stack
@@ -135,7 +286,7 @@ func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlac
 		"--policy-file", write("policy.yaml", policy),
 		"--slack-token-file", write("slack-token", "xoxb-conformance"), "--slack-channel", "#incidents",
 		"--slack-api-url", srv.GetAPIURL()}
-	d := &serveDaemon{logs: &lockedBuffer{}, done: make(chan struct{})}
+	d := &serveDaemon{logs: &lockedBuffer{}, done: make(chan struct{}), slack: srv}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
@@ -168,5 +319,5 @@ func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlac
 		t.Fatalf("syncmedic serve exited: %s\n%s", d.cmd.ProcessState, d.logs.String())
 	default:
 	}
-	return srv
+	return d
 }

@@ -63,7 +63,8 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 
 	setDenyWindow(t, stack, app.Name, true)
 	srv := startServe(t, app, autoPolicy)
-	root := announced(t, srv, syncmedic.RuleHookCompletionMissed, announceWithin+30*time.Second)
+	lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "fast")}
+	root := announcedAbout(t, srv, lost.rule, lost.object, announceWithin+30*time.Second)
 	require.Eventually(t, func() bool {
 		for _, reply := range srv.replies(root.TS) {
 			if strings.Contains(reply, "sync window") {
@@ -84,4 +85,5 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	})
 	require.True(t, ok, "once the window is gone the remedy terminates and syncs again: %s", testenv.DescribeOperation(moved))
 	r.Syncmedic += "; once the window closed, it terminated and started a new sync (" + testenv.DescribeOperation(moved) + ")"
+	onlyAnnounced(t, srv, lost)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,9 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// Len is how many bytes were written so far.
+func (l *lockedBuffer) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
 
 // slackPost is one chat.postMessage or chat.update the Slack test server accepted.
 type slackPost = slackrec.Message
@@ -184,6 +188,23 @@ func (d *daemon) metric(t *testing.T, name string, filters ...string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// logLen is how much serve has logged so far: an offset for lookedAt.
+func (d *daemon) logLen() int { return d.logs.Len() }
+
+// lookedAt proves that the silence of a near miss is a judgement: serve evaluated HelmRelease ns/name at least once
+// since its log held from bytes (its debug line "evaluated HelmRelease", docs/serve.md) and found nothing each time.
+// It returns how many evaluations it saw, for the row.
+func (d *daemon) lookedAt(t *testing.T, ns, name string, from int) int {
+	t.Helper()
+	line := regexp.MustCompile(`msg="evaluated HelmRelease" (?:[^\n]* )?subject=` + regexp.QuoteMeta("flux/"+ns+"/"+name) + ` findings=(\d+)`)
+	evals := line.FindAllStringSubmatch(d.logs.String()[from:], -1)
+	require.NotEmpty(t, evals, "serve evaluated HelmRelease %s/%s during the window", ns, name)
+	for _, e := range evals {
+		require.Equal(t, "0", e[1], "serve found something on HelmRelease %s/%s during the window", ns, name)
+	}
+	return len(evals)
 }
 
 // run runs the syncmedic binary with args (scan, fix) and returns its combined output and exit code.

@@ -120,11 +120,18 @@ func TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease(t *testing.T) {
 // helm-controller's events reach syncmedic's receiver through the real notification-controller (signed,
 // generic-hmac), flux/dependency-not-ready-false fires on the dependent, and its remedy (requestedAt) is handled
 // by the real helm-controller, which finds the dependency Ready and installs the dependent.
+//
+// helm-controller re-checks a dependent's dependencies every --requeue-dependency (30s by default); whether that
+// re-check or syncmedic's 5s threshold comes first after the dependency turns Ready would be a race with the time the
+// dependency takes to install. The test controls it instead: its own stack runs helm-controller with
+// --requeue-dependency=requeueDependencyWide, so the window this test is about (dependency Ready, dependent not
+// re-checked yet) stays open until syncmedic acts.
 func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
-	stack, ns, repo := setup(t)
+	env := testenv.KubePrivate(t)
 	t.Parallel()
 	row := &conformance.Row{Version: helmV1, Scenario: "DependencyNotReady (dependency fails, then recovers)"}
 	defer record(t, row)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1, Notifications: true, RequeueDependency: requeueDependencyWide})
 	d := startServe(t, stack, ns, autoPolicy, smallThresholds...)
 
 	sc := stack.ScenarioDependencyNotReady(t, ns, repo)
@@ -136,11 +143,10 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 		60*time.Second, 200*time.Millisecond, "the failing dependency is announced")
 	require.Never(t, func() bool { return len(d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse))) > 0 },
 		quiet, 500*time.Millisecond, "dependency-not-ready-false fired while the dependency really is not ready")
+	evaluated := d.lookedAt(t, ns, sc.Dependent, 0)
 	require.Empty(t, requestAnnotations(stack.Get(t, ns, sc.Dependent)))
+	require.Equal(t, 1, len(d.slack.roots()), "only the dependency's retries-exhausted is announced")
 
-	// Fix the dependency right after a dependency check of the dependent, so helm-controller's next one is ~30s
-	// away and the window this test is about (dependency Ready, dependent not re-checked yet) is open.
-	stack.WaitDependencyCheck(t, ns, sc.Dependent, 45*time.Second)
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace)
 	resetByHand(t, stack, ns, sc.Dependency) // what the retries-exhausted remedy says to run by hand
 	stack.WaitFor(t, ns, sc.Dependency, 90*time.Second, "Ready after the reset", fluxreal.IsReady)
@@ -148,21 +154,24 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 
 	hr := stack.WaitFor(t, ns, sc.Dependent, 100*time.Second, "Ready", fluxreal.IsReady)
 	followed := time.Since(depReady).Round(time.Second)
-	ann := requestAnnotations(hr)
-	if ann[meta.ReconcileRequestAnnotation] == "" {
-		row.Controller += fmt.Sprintf("; after the dependency turned Ready, helm-controller's own dependency requeue installed the dependent %s later", followed)
-		row.Syncmedic = "no finding (helm-controller's 30s requeue came before syncmedic's threshold)"
-		t.Skipf("helm-controller's own dependency requeue installed %s %s after its dependency turned Ready, before syncmedic acted: nothing to prove this run", sc.Dependent, followed)
-	}
+	require.NotEmpty(t, requestAnnotations(hr)[meta.ReconcileRequestAnnotation],
+		"syncmedic wrote requestedAt: flux/dependency-not-ready-false fired within %s of the dependency turning Ready (helm-controller re-checks only every %s here)", followed, requeueDependencyWide)
 	hr = stack.WaitFor(t, ns, sc.Dependent, 30*time.Second, "with syncmedic's request handled", handled)
 	roots := d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), sc.Dependent)
 	require.Len(t, roots, 1, "the finding behind the remedy is announced")
+	require.Equal(t, 2, len(d.slack.roots()), "nothing else is announced: the dependency's retries-exhausted and the dependent's dependency-not-ready-false")
+	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), sc.Dependency), 1)
 	require.Contains(t, d.logs.String(), fmt.Sprintf("kind=HelmRelease namespace=%s name=%s reason=%s severity=info controller=helm-controller", ns, sc.Dependent, helmv2.DependencyNotReadyReason),
 		"the real helm-controller's DependencyNotReady event reached the receiver through notification-controller")
 	require.Positive(t, d.metric(t, "syncmedic_events_received_total", `result="accepted"`))
-	row.Controller += fmt.Sprintf("; after the dependency turned Ready the dependent stays DependencyNotReady until its next dependency check (every 30s); it became Ready %s later, on syncmedic's request", followed)
-	row.Syncmedic = "no finding while the dependency failed (flux/retries-exhausted on the dependency instead); with a 5s threshold, below helm-controller's 30s requeue: flux/dependency-not-ready-false once the dependency had been Ready 5s, auto: requestedAt written, handled by helm-controller (lastHandledReconcileAt), dependent Ready; event path helm-controller → notification-controller (generic-hmac) → receiver checked"
+	row.Controller += fmt.Sprintf("; after the dependency turned Ready the dependent stays DependencyNotReady until its next dependency check (--requeue-dependency, set to %s here; 30s by default); it became Ready %s later, on syncmedic's request", requeueDependencyWide, followed)
+	row.Syncmedic = fmt.Sprintf("no finding on the dependent while the dependency failed (evaluated %d times, nothing found; flux/retries-exhausted on the dependency instead); with a 5s threshold: flux/dependency-not-ready-false once the dependency had been Ready 5s, auto: requestedAt written, handled by helm-controller (lastHandledReconcileAt), dependent Ready; event path helm-controller → notification-controller (generic-hmac) → receiver checked", evaluated)
 }
+
+// requeueDependencyWide is helm-controller's --requeue-dependency in the tests that need the window between a
+// dependency turning Ready and the dependent's next dependency check to stay open until syncmedic acts (5s
+// threshold): longer than the whole scenario, so helm-controller's own re-check cannot come first.
+const requeueDependencyWide = 5 * time.Minute
 
 // A bootstrap chain is healthy: the dependency installs for a while (a Job its chart waits for), the dependent
 // says DependencyNotReady meanwhile, and follows on helm-controller's own 30s dependency requeue once the dependency
@@ -187,19 +196,13 @@ func TestBootstrapChainIsNotAnIncident(t *testing.T) {
 	hr := stack.WaitFor(t, ns, sc.Dependent, 100*time.Second, "Ready", fluxreal.IsReady)
 	followed := time.Since(depReady).Round(time.Second)
 	row.Controller = fmt.Sprintf("dependency installing (Job) for 50s+, dependent DependencyNotReady meanwhile; dependent Ready %s after its dependency", followed)
+	row.Syncmedic = fmt.Sprintf("FALSE POSITIVE: %d incident(s)", len(d.slack.roots()))
 
-	roots := d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), sc.Dependent)
-	if len(roots) > 0 {
-		acted := "no action"
-		if handled(hr) {
-			acted = "auto: requestedAt written and handled by helm-controller"
-		}
-		row.Syncmedic = fmt.Sprintf("flux/dependency-not-ready-false announced for the dependent after its dependency turned Ready (%s): a false positive, helm-controller re-checks dependencies every 30s", acted)
-		t.Skipf("known false positive, issue 13 item 8: %s", row.Syncmedic)
-	}
-	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, 3*time.Second, 500*time.Millisecond)
-	require.Empty(t, requestAnnotations(hr))
-	row.Syncmedic = "no finding (dependency-not-ready threshold 45s, above the 30s requeue)"
+	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, 3*time.Second, 500*time.Millisecond,
+		"an incident about a healthy bootstrap chain (issue 13 item 8: a false positive once the dependency turned Ready)")
+	require.Empty(t, requestAnnotations(hr), "syncmedic requested a reconciliation of a healthy dependent")
+	evaluated := d.lookedAt(t, ns, sc.Dependent, 0)
+	row.Syncmedic = fmt.Sprintf("no finding (dependency-not-ready threshold 45s, above the 30s requeue; the dependent evaluated %d times, nothing found)", evaluated)
 }
 
 // A suspended release whose spec changed is a user's pause, not an incident; a dependent of it is not blocked
@@ -223,7 +226,8 @@ func TestSuspendedReleaseIsNotAnIncident(t *testing.T) {
 
 	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, quiet, 500*time.Millisecond, "an incident about a suspended release")
 	require.Empty(t, requestAnnotations(stack.Get(t, ns, "paused")))
-	row.Syncmedic = "no finding"
+	paused, consumers := d.lookedAt(t, ns, "paused", 0), d.lookedAt(t, ns, "consumer", 0)
+	row.Syncmedic = fmt.Sprintf("no finding within %s (thresholds 5s): the suspended release evaluated %d times, its dependent %d times, nothing found", quiet, paused, consumers)
 }
 
 // An upgrade that takes a while (its chart's Job runs) is progress, not an incident.
@@ -244,7 +248,7 @@ func TestUpgradeInProgressIsNotAnIncident(t *testing.T) {
 		fluxreal.Condition(hr, meta.ReadyCondition).Message)
 	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, 3*time.Second, 500*time.Millisecond)
 	require.Empty(t, requestAnnotations(hr))
-	row.Syncmedic = "no finding"
+	row.Syncmedic = fmt.Sprintf("no finding within %s of the upgrade running (thresholds 5s): evaluated %d times, nothing found", quiet, d.lookedAt(t, ns, sc.Name, 0))
 }
 
 // A dependent suspended while it waited for its dependency keeps its DependencyNotReady condition after the
@@ -262,6 +266,7 @@ func TestSuspendedDependentOfARecoveredDependencyIsNotAnIncident(t *testing.T) {
 	suspended := stack.WaitFor(t, ns, sc.Dependent, 30*time.Second, "suspended and observed", func(hr *helmv2.HelmRelease) bool {
 		return hr.Spec.Suspend && hr.Status.ObservedGeneration == hr.Generation
 	})
+	from := d.logLen() // the dependent is evaluated again when its dependency changes
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace)
 	resetByHand(t, stack, ns, sc.Dependency)
 	stack.WaitFor(t, ns, sc.Dependency, 90*time.Second, "Ready after the reset", fluxreal.IsReady)
@@ -274,5 +279,7 @@ func TestSuspendedDependentOfARecoveredDependencyIsNotAnIncident(t *testing.T) {
 	require.Empty(t, requestAnnotations(hr))
 	row.Controller = fmt.Sprintf("dependent suspended while DependencyNotReady (observedGeneration bumped to %d); after the dependency turned Ready it keeps Ready=False %s: a suspended release is not reconciled",
 		suspended.Status.ObservedGeneration, fluxreal.Condition(hr, meta.ReadyCondition).Reason)
-	row.Syncmedic = "no finding"
+	require.Equal(t, 1, len(d.slack.roots()), "only the dependency's retries-exhausted is announced")
+	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), sc.Dependency), 1)
+	row.Syncmedic = fmt.Sprintf("no finding on the dependent within %s of its dependency being Ready (threshold 5s): evaluated %d times since the dependency was fixed, nothing found", quiet+5*time.Second, d.lookedAt(t, ns, sc.Dependent, from))
 }

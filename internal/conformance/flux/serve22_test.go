@@ -25,7 +25,9 @@ import (
 func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	env := testenv.KubePrivate(t)
 	t.Parallel()
-	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037, Notifications: true})
+	// --requeue-dependency wide open: helm-controller's own re-check of the dependent cannot come before syncmedic's
+	// 5s threshold once the dependency is fixed (see TestDependencyNotReadyTakesTheWholeFluxPath).
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV037, Notifications: true, RequeueDependency: requeueDependencyWide})
 	d := startServe(t, stack, ns, autoPolicy, smallThresholds...)
 	version := "helm-controller " + fluxreal.HelmControllerV037.Version
 	require.Contains(t, d.logs.String(), "apiVersion=helm.toolkit.fluxcd.io/v2beta2", "serve watches the version Flux 2.2 serves")
@@ -60,9 +62,8 @@ func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond, "v0.37.2's events reach the receiver through notification-controller")
 	dnr.Syncmedic = "no finding while the dependency failed (flux/retries-exhausted on the dependency instead)"
 
-	// Fix the dependency right after a dependency check of the dependent, so helm-controller's next one is ~30s
-	// away and the window this is about (dependency Ready, dependent not re-checked yet) is open.
-	stack.WaitDependencyCheck(t, ns, dep.Dependent, 45*time.Second)
+	dnr.Syncmedic += fmt.Sprintf(" (the dependent evaluated %d times, nothing found)", d.lookedAt(t, ns, dep.Dependent, 0))
+
 	fluxreal.CreateNamespace(t, stack.Env, dep.MissingNamespace)
 	resetByHand(t, stack, ns, dep.Dependency)
 	stack.WaitFor(t, ns, dep.Dependency, 90*time.Second, "Ready after the reset", fluxreal.IsReady)
@@ -70,16 +71,18 @@ func TestFlux22ServeWatchesV2beta2AndAnnouncesWhatIsStuck(t *testing.T) {
 	hr := stack.WaitFor(t, ns, dep.Dependent, 100*time.Second, "Ready", fluxreal.IsReady)
 	followed := time.Since(depReady).Round(time.Second)
 	checkHealthy(t, d, healthy, ns, frontend.Name)
-	if requestAnnotations(hr)[meta.ReconcileRequestAnnotation] == "" {
-		dnr.Controller += fmt.Sprintf("; after the dependency turned Ready, helm-controller's own dependency requeue installed the dependent %s later", followed)
-		dnr.Syncmedic += "; no flux/dependency-not-ready-false (helm-controller's 30s requeue came before syncmedic's threshold)"
-		t.Skipf("helm-controller's own dependency requeue installed %s %s after its dependency turned Ready, before syncmedic acted: nothing more to prove this run", dep.Dependent, followed)
-	}
+	require.NotEmpty(t, requestAnnotations(hr)[meta.ReconcileRequestAnnotation],
+		"syncmedic wrote requestedAt through v2beta2: flux/dependency-not-ready-false fired within %s of the dependency turning Ready (helm-controller re-checks only every %s here)", followed, requeueDependencyWide)
 	hr = stack.WaitFor(t, ns, dep.Dependent, 30*time.Second, "with syncmedic's request handled", handled)
 	require.Len(t, d.slack.roots(string(syncmedic.RuleDependencyNotReadyFalse), dep.Dependent), 1, "the finding behind the remedy is announced")
+	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), "cache"), 1)
+	require.Len(t, d.slack.roots(string(syncmedic.RuleRetriesExhausted), dep.Dependency), 1)
+	require.Len(t, d.slack.roots(string(syncmedic.RuleDeprecatedStoredVersion), "helmreleases.helm.toolkit.fluxcd.io"), 1,
+		"Flux 2.2's CRD stores v2beta2: announced once")
+	require.Equal(t, 4, len(d.slack.roots()), "nothing else is announced: the CRD's stored version, retries-exhausted on cache and on the dependency, dependency-not-ready-false on the dependent")
 	require.Positive(t, d.metric(t, "syncmedic_events_received_total", `result="accepted"`))
-	dnr.Controller += fmt.Sprintf("; after the dependency turned Ready the dependent stays DependencyNotReady until its next dependency check (every 30s); it became Ready %s later, on syncmedic's request", followed)
-	dnr.Syncmedic += fmt.Sprintf("; with a 5s threshold, below helm-controller's 30s requeue: flux/dependency-not-ready-false once the dependency had been Ready 5s, auto: requestedAt written through v2beta2, handled by helm-controller (lastHandledReconcileAt %s), dependent Ready; event path helm-controller → notification-controller (generic-hmac) → receiver checked",
+	dnr.Controller += fmt.Sprintf("; after the dependency turned Ready the dependent stays DependencyNotReady until its next dependency check (--requeue-dependency, set to %s here; 30s by default); it became Ready %s later, on syncmedic's request", requeueDependencyWide, followed)
+	dnr.Syncmedic += fmt.Sprintf("; with a 5s threshold: flux/dependency-not-ready-false once the dependency had been Ready 5s, auto: requestedAt written through v2beta2, handled by helm-controller (lastHandledReconcileAt %s), dependent Ready; event path helm-controller → notification-controller (generic-hmac) → receiver checked",
 		map[bool]string{true: "= requestedAt", false: "≠ requestedAt"}[handled(hr)])
 }
 
