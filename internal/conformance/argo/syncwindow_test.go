@@ -24,6 +24,13 @@ import (
 // window on every application ("*") would hold their syncs too.
 func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, app string, on bool) {
 	t.Helper()
+	setDenyWindowFor(t, stack, app, on, false)
+}
+
+// setDenyWindowFor is setDenyWindow with the window's manualSync (`--manual-sync`): such a window lets people sync
+// by hand and blocks only automated syncs, and the controller goes on processing a manually started operation.
+func setDenyWindowFor(t *testing.T, stack *testenv.RealArgoCD, app string, on, manualSync bool) {
+	t.Helper()
 	key := client.ObjectKey{Namespace: stack.Namespace, Name: v1alpha1.DefaultAppProjectName}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p := &v1alpha1.AppProject{}
@@ -33,21 +40,26 @@ func setDenyWindow(t *testing.T, stack *testenv.RealArgoCD, app string, on bool)
 		p.Spec.SyncWindows = nil
 		if on {
 			p.Spec.SyncWindows = v1alpha1.SyncWindows{{Kind: "deny", Schedule: "* * * * *", Duration: "1h",
-				Applications: []string{app}}}
+				Applications: []string{app}, ManualSync: manualSync}}
 		}
 		return stack.Env.Client.Update(context.Background(), p)
 	}))
 }
 
-// Issue 13 item 6 on the real controller: v2.14.21 loses a TTL-deleted fast hook beside a slow one, and its sync
-// waits forever. With a deny sync window open on the project, terminate-and-resync would leave the application
-// terminated with no way to sync again: syncmedic checks the windows first, leaves the operation running and says
-// why in the thread; once the window is gone, the remedy goes ahead.
+// Issue 13 item 6 and issue 26 item 2 on the real controller: v2.14.21 loses a TTL-deleted fast hook beside a slow
+// one, and its sync waits forever. A deny sync window with manualSync is then opened for the application: the
+// controller goes on processing the manually started operation (controller/sync.go judges a running operation as
+// manual unless auto-sync started it), and argocd-server's GetApplicationSyncWindows answers canSync=true (it answers
+// as for a manual sync), yet the window blocks every unattended sync. syncmedic's terminate-and-resync is unattended:
+// it judges the windows as the controller judges an automated sync, leaves the operation running and says why in the
+// thread (on ffc7976, which trusted canSync, it terminated and re-synced during the freeze); once the window is gone,
+// the remedy goes ahead. A plain deny window instead pauses the operation itself ("Sync operation blocked by sync
+// window") and the hook rules stay silent: TestDenyWindowOpenedMidWave.
 func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)
 	version := testenv.ArgoCDV2
-	r := row(version, "lost hook while a deny sync window is open (terminate-and-resync guarded)")
+	r := row(version, "lost hook while a deny sync window with manualSync is open (terminate-and-resync guarded)")
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 	record(t, r)
 	app := testenv.ScenarioRealSlowAndFastWave(t, stack)
@@ -59,9 +71,9 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	stuck, finished := app.WaitApp(t, controllerWindow, testenv.OperationCompleted)
 	require.False(t, finished, "v2.14.21 never sees the fast hook finish: %s", testenv.DescribeOperation(stuck))
 	started := stuck.Status.OperationState.StartedAt
-	r.Controller = "operation " + testenv.DescribeOperation(stuck) + "; a deny window (* * * * *, 1h) is then opened on the project for this application"
+	r.Controller = "operation " + testenv.DescribeOperation(stuck) + "; a deny window (* * * * *, 1h, manualSync) is then opened on the project for this application"
 
-	setDenyWindow(t, stack, app.Name, true)
+	setDenyWindowFor(t, stack, app.Name, true, true)
 	srv := startServe(t, app, autoPolicy)
 	lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "fast")}
 	root := announcedAbout(t, srv, lost.rule, lost.object, announceWithin+30*time.Second)
@@ -76,7 +88,7 @@ func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	held := app.Get(t)
 	require.Equal(t, synccommon.OperationRunning, phase(held), "the operation was not terminated: %s", testenv.DescribeOperation(held))
 	require.True(t, held.Status.OperationState.StartedAt.Equal(&started), "still the same operation")
-	r.Syncmedic = "argocd/hook-completion-missed announced; the thread says a sync window holds terminate-and-resync; the operation is left running"
+	r.Syncmedic = "argocd/hook-completion-missed announced; the thread says a sync window blocks unattended syncs, so terminate-and-resync waits (argocd-server said canSync=true); the operation is left running"
 
 	setDenyWindow(t, stack, app.Name, false)
 	moved, ok := app.WaitApp(t, 2*remedyWithin, func(a *v1alpha1.Application) bool {
