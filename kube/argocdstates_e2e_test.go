@@ -103,7 +103,7 @@ func TestTheScannerLeavesArgoCDsStatesToArgoCDAndDatesABackendFromItsOutage(t *t
 
 	const threshold = 8 * time.Second
 	th := kube.Thresholds{Terminating: time.Second, WebhookBackend: threshold, ArtifactGC: time.Second}
-	s, err := kube.NewScanner(kube.ScannerOptions{Config: env.Config, Cluster: "e2e", Thresholds: th})
+	s, err := kube.NewScanner(kube.ScannerOptions{Config: env.Config, Cluster: "e2e", Thresholds: th, ArgoCDRulesRun: true})
 	require.NoError(t, err)
 	sink := &evaluations{}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ metadata: {namespace: argocd, name: shop, deletionTimestamp: "2026-03-10T11:00:0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.object(t)
-			fs := Evaluate(Inventory{Objects: []*unstructured.Unstructured{o}}, now, DefaultThresholds())
+			fs := Evaluate(Inventory{Objects: []*unstructured.Unstructured{o}, ArgoCDRulesRun: true}, now, DefaultThresholds())
 			if tt.heldBy == "" {
 				require.Empty(t, fs)
 				return
@@ -218,4 +219,19 @@ func TestTheScannerKeepsOnlyTheLastWriteOfAnEndpointSlice(t *testing.T) {
 	other.SetManagedFields(entries)
 	trimManagedFields(other, false)
 	require.Empty(t, other.GetManagedFields())
+}
+
+// TestStuckTerminatingKeepsArgoCDsFinalizersWhenNoArgoCDRuleRuns: when syncmedic reads no Argo CD (a kube-only scan
+// or serve without --argocd-server), no argocd rule sees a hook held by the hook finalizer or a deleting
+// Application, so kube/stuck-terminating still reports them (the seed incident of a hook stuck terminating).
+func TestStuckTerminatingKeepsArgoCDsFinalizersWhenNoArgoCDRuleRuns(t *testing.T) {
+	o := obj(t, deletedHook)
+	o.SetFinalizers([]string{"argocd.argoproj.io/hook-finalizer"})
+	fs := Evaluate(Inventory{Objects: []*unstructured.Unstructured{o}}, now, DefaultThresholds())
+	require.Len(t, fs, 1)
+	require.Equal(t, syncmedic.RuleStuckTerminating, fs[0].Rule)
+	require.Equal(t, o.GetName(), fs[0].Object.Name)
+	require.True(t, strings.HasSuffix(fs[0].Summary, "held by argocd.argoproj.io/hook-finalizer"), fs[0].Summary)
+	fs = Evaluate(Inventory{Objects: []*unstructured.Unstructured{o}, ArgoCDRulesRun: true}, now, DefaultThresholds())
+	require.Empty(t, fs, "with the argocd rules running, the hook finalizer is hook-finalizer-stuck's to judge")
 }

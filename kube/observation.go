@@ -30,6 +30,10 @@ type Inventory struct {
 	// missing or without ready endpoints (it keeps the map across evaluations and drops recovered entries). A source
 	// without history (a dump) leaves it empty, and the rule dates the problem from the objects' own timestamps.
 	BackendDownSince map[string]time.Time
+	// ArgoCDRulesRun is true when the argocd rules judge this cluster's Argo CD hooks and Applications (the source
+	// also reads the Argo CD instance that manages them): kube/stuck-terminating then leaves Argo CD's own finalizers
+	// to them (argoCDRuleFor). When false no argocd rule sees those objects, and stuck-terminating reports them too.
+	ArgoCDRulesRun bool
 	// WebhookCallFailures are sync or event messages that say `failed calling webhook "…"`, with where they came from.
 	WebhookCallFailures []WebhookCallFailure
 }

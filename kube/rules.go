@@ -22,8 +22,9 @@ func Evaluate(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 }
 
 // StuckTerminating reports objects whose deletionTimestamp is older than the threshold while finalizers are left,
-// explaining each known finalizer. A finalizer an argocd rule judges (argoCDRuleFor) holds nothing here: an object
-// held only by such finalizers is left to that rule, and one held by others too is reported for the others.
+// explaining each known finalizer. When the argocd rules run (Inventory.ArgoCDRulesRun), a finalizer an argocd rule
+// judges (argoCDRuleFor) holds nothing here: an object held only by such finalizers is left to that rule, and one
+// held by others too is reported for the others.
 func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	seen := map[string]bool{}
@@ -36,7 +37,7 @@ func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.F
 		}
 		var holding []string
 		for _, fin := range o.GetFinalizers() {
-			if argoCDRuleFor(o, fin) == "" {
+			if !inv.ArgoCDRulesRun || argoCDRuleFor(o, fin) == "" {
 				holding = append(holding, fin)
 			}
 		}
@@ -59,7 +60,7 @@ func StuckTerminating(inv Inventory, now time.Time, th Thresholds) []syncmedic.F
 		}
 		for _, fin := range o.GetFinalizers() {
 			why, _ := ExplainFinalizer(fin)
-			if rule := argoCDRuleFor(o, fin); rule != "" {
+			if rule := argoCDRuleFor(o, fin); rule != "" && inv.ArgoCDRulesRun {
 				why = "judged by " + string(rule) + ", not by this rule: " + why
 			}
 			f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "finalizer " + fin, Value: why})

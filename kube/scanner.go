@@ -55,6 +55,9 @@ type ScannerOptions struct {
 	MinInterval time.Duration
 	// Log receives one line per skipped kind and evaluation failures; nil discards.
 	Log *slog.Logger
+	// ArgoCDRulesRun says that the argocd rules judge the cluster's Argo CD hooks and Applications (see
+	// Inventory.ArgoCDRulesRun); false (the default) keeps Argo CD's finalizers in kube/stuck-terminating.
+	ArgoCDRulesRun bool
 	// Now is the clock rules evaluate against; nil means time.Now.
 	Now func() time.Time
 }
@@ -283,6 +286,7 @@ func (s *Scanner) evaluate(ctx context.Context, sink syncmedic.Sink) time.Time {
 	now := s.opts.Now()
 	inv := s.inventory()
 	inv.BackendDownSince = s.trackBackends(inv, now)
+	inv.ArgoCDRulesRun = s.opts.ArgoCDRulesRun
 	findings := Evaluate(inv, now, s.opts.Thresholds)
 	s.log.Debug("evaluated cluster", "subject", s.Subject(), "findings", len(findings))
 	sink.Observe(ctx, s.Subject(), findings)

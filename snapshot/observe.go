@@ -294,7 +294,9 @@ func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
 	for _, a := range o.Apps {
 		out = append(out, argocd.Evaluate(a, now, th.ArgoCD)...)
 	}
-	out = append(out, kube.Evaluate(o.Inventory, now, th.Kube)...)
+	inv := o.Inventory
+	inv.ArgoCDRulesRun = len(o.Apps) > 0 // the argocd rules above judge the hooks and Applications of the dump
+	out = append(out, kube.Evaluate(inv, now, th.Kube)...)
 	for _, r := range o.Releases {
 		out = append(out, flux.EvaluateRelease(r, now, th.Flux)...)
 	}
