@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -87,19 +86,7 @@ func TestTheScannerLeavesArgoCDsStatesToArgoCDAndDatesABackendFromItsOutage(t *t
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "webhook-5d8f7-abcde"}}}}
 	require.NoError(t, env.Client.Create(ctx, eps))
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rollout." + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "rollout.webhook.example.com",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "webhook"}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"syncmedic-test-webhook": ns}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
-		}}}
-	require.NoError(t, env.Client.Create(ctx, cfg))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	cfg := createFailingWebhook(t, env, ns, "rollout."+ns, "rollout.webhook.example.com")
 
 	const threshold = 8 * time.Second
 	th := kube.Thresholds{Terminating: time.Second, WebhookBackend: threshold, ArtifactGC: time.Second}

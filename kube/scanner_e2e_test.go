@@ -70,19 +70,7 @@ func scenarioOrphanWebhook(t *testing.T, env *testenv.Env, ns string) *admission
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "webhook", Namespace: ns},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
 	require.NoError(t, env.Client.Create(ctx, svc))
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "validation." + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validation.webhook.serving.knative.dev",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "webhook"}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"syncmedic-test-webhook": ns}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
-		}}}
-	require.NoError(t, env.Client.Create(ctx, cfg))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	cfg := createFailingWebhook(t, env, ns, "validation."+ns, "validation.webhook.serving.knative.dev")
 	require.NoError(t, env.Client.Delete(ctx, svc))
 	return cfg
 }
@@ -177,4 +165,26 @@ func TestScannerDetectsTheClusterScenariosOnTheAPIServer(t *testing.T) {
 		require.Error(t, err)
 		require.True(t, syncmedic.IsPermanent(err))
 	})
+}
+
+// createFailingWebhook creates a ValidatingWebhookConfiguration named name with one webhook hook, failurePolicy Fail,
+// calling Service ns/webhook on ConfigMap creations in the namespaces labelled for ns, and deletes it when the test
+// ends.
+func createFailingWebhook(t *testing.T, env *testenv.Env, ns, name, hook string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	ctx := context.Background()
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    hook,
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "webhook"}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"syncmedic-test-webhook": ns}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+		}}}
+	require.NoError(t, env.Client.Create(ctx, cfg))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	return cfg
 }
