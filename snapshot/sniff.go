@@ -85,13 +85,17 @@ func skipJSONSpace(b []byte, i int) int {
 	return i
 }
 
-// jsonBytes returns the string starting at b[i] and the index after it; plain is false when it is not a string or
-// has escapes.
+// jsonBytes returns the string starting at b[i] and the index after it; plain is false when it is not a string, or
+// has escapes or bytes outside printable ASCII (encoding/json turns invalid UTF-8 into U+FFFD, so only the decoder
+// can say what such a string reads as).
 func jsonBytes(b []byte, i int) (s []byte, next int, plain bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, i, false
 	}
 	for j := i + 1; j < len(b); j++ {
+		if b[j] < 0x20 || b[j] >= 0x80 {
+			return nil, j, false
+		}
 		switch b[j] {
 		case '\\':
 			return nil, j, false

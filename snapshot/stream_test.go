@@ -169,6 +169,7 @@ func TestStreamReadsAsAddAll(t *testing.T) {
 		"alias.yaml":      "kind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: &m {name: a, deletionTimestamp: \"2025-01-01T00:00:00Z\"}\n- apiVersion: v1\n  kind: Pod\n  metadata: *m\n",
 		"crd.yaml":        "kind: List\nitems:\n- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: helmreleases.helm.toolkit.fluxcd.io}\n- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: other.example.com}\n",
 		"multidoc.yaml":   "---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n# c\n---\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: b\n",
+		"badutf8.json":    "[{\"apiVersion\":\"v1\",\"kind\":\"\x9d\",\"metadata\":{}},{\"apiVersion\":\"v1\",\"kind\":\"P\xc3\xb6d\",\"metadata\":{}}]",
 		"quotedkind.yaml": "kind: List\nitems:\n- apiVersion: \"v1\"\n  kind: 'Pod'\n  metadata:\n    name: b\n- apiVersion: v1\n  kind: Yes\n  metadata:\n    name: c\n",
 	}
 	for name, data := range cases {
@@ -180,6 +181,7 @@ func TestStreamReadsAsAddAll(t *testing.T) {
 func FuzzStream(f *testing.F) {
 	f.Add("l.yaml", []byte("kind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s\n"))
 	f.Add("l.json", []byte(`{"items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}],"kind":"PodList"}`))
+	f.Add("b.json", []byte("[{\"apiVersion\":\"v1\",\"kind\":\"\x9d\",\"metadata\":{}}]")) // found by CI at stop 34
 	f.Fuzz(func(t *testing.T, name string, data []byte) { requireSameRead(t, name, data) })
 }
 
