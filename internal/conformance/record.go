@@ -94,11 +94,21 @@ var normalizers = []struct {
 	// "Ready 8s after its dependency".
 	{regexp.MustCompile(`\b(for|waited|took) (?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+\b`), "$1 Xs"},
 	{regexp.MustCompile(`\b(?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+ (later|ago|after its)\b`), "Xs $1"},
+	// How often serve evaluated an object during a near miss: the test asserts at least once; the count follows
+	// the watch's timing. "evaluated 44 times", "its dependent 14 times".
+	{regexp.MustCompile(`\b(evaluated|dependent) \d+ times\b`), "$1 N times"},
+	// Git revisions of the test's repositories (their commits carry the time they were made), and the names
+	// gitops-engine gives generateName hooks: <prefix><rev7>-<phase>-<the operation's start, Unix seconds>.
+	{regexp.MustCompile(`\b[0-9a-f]{40}\b`), "REVISION"},
+	{regexp.MustCompile(`-[0-9a-f]{7}-(presync|sync|postsync|syncfail|predelete|postdelete)-\d{9,}\b`), "-REV-$1-STARTED"},
+	// The time of day Argo CD writes in "Retrying attempt #1 at 6:31AM.".
+	{regexp.MustCompile(`\b\d{1,2}:\d\d(?:AM|PM)\b`), "TIME"},
 }
 
 // Normalize returns s with what changes from run to run replaced by a fixed text: timestamps, UIDs, testenv's random
-// name suffixes (-xxxxxx), temporary file names and measured durations ("for Xs", "waited Xs", "took Xs", "Xs later",
-// "Xs ago", "Xs after its").
+// name suffixes (-xxxxxx), temporary file names, measured durations ("for Xs", "waited Xs", "took Xs", "Xs later",
+// "Xs ago", "Xs after its"), evaluation counts ("evaluated N times"), Git revisions, generateName hook names and
+// Argo CD's time of day.
 // Durations a test configures ("within 20s", "threshold 3s", "every 30s") are kept.
 func Normalize(s string) string {
 	for _, n := range normalizers {

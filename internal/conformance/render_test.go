@@ -103,6 +103,11 @@ func TestNormalizeReplacesWhatChangesFromRunToRun(t *testing.T) {
 		{"temporary files", `error when patching "/dev/shm/1368815783": Job.batch`, `error when patching "/tmp/FILE": Job.batch`},
 		{"timestamps and UIDs", "since 2026-11-23T21:57:42Z, uid 0f8e2a5c-1b2d-4c3e-9f00-123456789abc",
 			"since TIMESTAMP, uid UID"},
+		{"evaluation counts", "evaluated 44 times, its hooks read; the suspended release evaluated 17 times, its dependent 14 times; fails 3 times",
+			"evaluated N times, its hooks read; the suspended release evaluated N times, its dependent N times; fails 3 times"},
+		{"revisions and generateName hook names", "revisions [2d921daab3d21d03d0ed6cb0b4217261016dc673]: waiting for completion of hook batch/Job/clean-reports-239954b-presync-1795674691",
+			"revisions [REVISION]: waiting for completion of hook batch/Job/clean-reports-REV-presync-STARTED"},
+		{"Argo CD's time of day", "Retrying attempt #1 at 6:31AM. (hooks: report Running)", "Retrying attempt #1 at TIME. (hooks: report Running)"},
 		{"words and versions are not names", "argocd/hook-finalizer-stuck on v3.6.1 held by audit.example.com/retain",
 			"argocd/hook-finalizer-stuck on v3.6.1 held by audit.example.com/retain"},
 	}

@@ -319,6 +319,7 @@ func DescribeOperation(app *v1alpha1.Application) string {
 			}
 		}
 		if len(hooks) > 0 {
+			slices.Sort(hooks) // the controller's order varies from run to run
 			s += " (hooks: " + strings.Join(hooks, ", ") + ")"
 		}
 	}

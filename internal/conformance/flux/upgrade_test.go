@@ -32,7 +32,7 @@ func TestFluxUpgradeFromV037InheritsTheOldStatus(t *testing.T) {
 	row.Controller = fmt.Sprintf("v0.37.2 wrote Ready %q, history %d entries; after the upgrade, before the spec change: %s; after the spec change: ",
 		oldReady.Message, len(sc.Old.Status.History), changedBy(sc.Rewritten, sc.Inherited))
 	if sc.Caught != nil {
-		row.Controller += fmt.Sprintf("observedGeneration %d → %d (= generation) within %s, Ready %q; CRD storedVersions %v",
+		row.Controller += fmt.Sprintf("observedGeneration %d → %d (= generation), which took %s; Ready %q; CRD storedVersions %v",
 			sc.Changed.Status.ObservedGeneration, sc.Caught.Status.ObservedGeneration, sc.CaughtAfter.Round(time.Second),
 			fluxreal.Condition(sc.Caught, meta.ReadyCondition).Message, sc.StoredVersions)
 	} else {
@@ -113,7 +113,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 		}
 		return false
 	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
-	row.Controller += fmt.Sprintf("; v1.4.3 started: within %s observedGeneration %d, Ready %q, history %d entries, lastHandledReconcileAt = syncmedic's requestedAt",
+	row.Controller += fmt.Sprintf("; v1.4.3 started and took %s to reach observedGeneration %d, Ready %q, history %d entries, lastHandledReconcileAt = syncmedic's requestedAt",
 		took, hr.Status.ObservedGeneration, fluxreal.Condition(hr, meta.ReadyCondition).Message, len(hr.Status.History))
 	row.Syncmedic += "; handled by helm-controller (lastHandledReconcileAt), status rewritten, incident resolved, no forceAt needed"
 }
