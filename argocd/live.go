@@ -103,6 +103,12 @@ func OperationSignature(op *v1alpha1.OperationState) string {
 
 // nextDeadline returns the earliest instant after now at which a rule's verdict on obs can change by the passing of
 // time alone (a threshold crossed), or zero when none can.
+//
+// A silence that ends with time counts too: an operation waiting for its retry backoff is on schedule until the
+// retry is due, so argocd/operation-stuck's deadline is the retry's due time plus its threshold (stuckSince) — a
+// retry that never starts writes nothing, and no event would wake serve. An operation a sync window blocks needs no
+// such deadline: the observation holds no window end, operation-stuck counts from its last change (it reports the
+// block), and the hook rules' silence ends when the controller resumes the operation, which changes its state.
 func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -122,7 +128,7 @@ func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 			consider(lastChange.Add(th.HookCompletion)) // a waited-on hook not found
 			consider(lastChange.Add(th.HookDeletion))   // an old hook never deleted
 		}
-		consider(lastChange.Add(th.OperationStuck))
+		consider(stuckSince(obs, op).Add(th.OperationStuck))
 	}
 	consider(orphanCheckAt(op, th))
 	if dt := obs.App.DeletionTimestamp; dt != nil {

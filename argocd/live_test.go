@@ -65,6 +65,57 @@ func TestNextDeadline(t *testing.T) {
 	})
 }
 
+// An operation the controller has set aside is silent until the pause ends; when it can end with time alone (a
+// retry that falls due), serve must wake at its end plus the threshold, or a retry that never starts would only be
+// seen on the next unrelated event (issue 26 item 6's follow-up).
+func TestNextDeadlineAfterAPause(t *testing.T) {
+	th := Thresholds{HookFinalizer: 2 * time.Second, HookCompletion: 5 * time.Second, OperationStuck: 30 * time.Second}
+	tenMinutes := &v1alpha1.Backoff{Duration: "10m", MaxDuration: "10m"} // attempt #1 waits min(10m × 2¹, 10m)
+	tests := []struct {
+		name       string
+		op         *v1alpha1.OperationState
+		stateSince time.Time
+		want       time.Time
+	}{
+		{
+			name: "a retry due in 9 minutes wakes serve when it is due plus the operation-stuck threshold",
+			op:   retryingOp(time.Minute, 1, tenMinutes, "one or more objects failed to apply. Retrying attempt #1 at 2026-03-10T12:04:00Z."),
+			want: now.Add(9*time.Minute + 30*time.Second),
+		},
+		{
+			name: "a retry due 5 seconds ago wakes serve 25 seconds from now",
+			op:   retryingOp(10*time.Minute+5*time.Second, 1, tenMinutes, "one or more objects failed to apply. Retrying attempt #1 at 2026-03-10T11:55:00Z."),
+			want: now.Add(25 * time.Second),
+		},
+		{
+			name:       "a retry due before the last change seen counts from that change",
+			op:         retryingOp(10*time.Minute+20*time.Second, 1, tenMinutes, "one or more objects failed to apply. Retrying attempt #1 at 2026-03-10T11:55:00Z."),
+			stateSince: now.Add(-10 * time.Second),
+			want:       now.Add(20 * time.Second),
+		},
+		{
+			name:       "a retry whose backoff does not parse counts from its last change",
+			op:         retryingOp(time.Minute, 1, &v1alpha1.Backoff{Duration: "soon"}, "one or more objects failed to apply. Retrying attempt #1"),
+			stateSince: now.Add(-10 * time.Second),
+			want:       now.Add(20 * time.Second),
+		},
+		{
+			name: "an operation a sync window blocks counts from its last change: no window end is known",
+			op:   runningOp(10*time.Second, SyncWindowBlockedMessage, synccommon.OperationRunning),
+			want: now.Add(20 * time.Second),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := AppObservation{App: app(tt.op), StateSince: tt.stateSince}
+			require.Equal(t, tt.want, nextDeadline(obs, now, th))
+			fs := OperationStuck(obs, tt.want.Add(-time.Nanosecond), th)
+			require.Empty(t, fs, "operation-stuck does not fire before the deadline")
+			require.Len(t, OperationStuck(obs, tt.want, th), 1, "operation-stuck fires at the deadline")
+		})
+	}
+}
+
 func TestOperationSignature(t *testing.T) {
 	a := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning)
 	b := runningOp(time.Minute, "waiting for completion of hook batch/Job/migrate", synccommon.OperationSucceeded)

@@ -358,14 +358,8 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	if op == nil || (op.Phase != synccommon.OperationRunning && op.Phase != synccommon.OperationTerminating) {
 		return nil
 	}
-	since := op.StartedAt.Time
-	if !obs.StateSince.IsZero() && obs.StateSince.After(since) {
-		since = obs.StateSince
-	}
+	since := stuckSince(obs, op)
 	due, retrying := RetryDue(op)
-	if retrying && due.After(since) {
-		since = due
-	}
 	if now.Sub(since) < th.OperationStuck {
 		return nil
 	}
@@ -393,6 +387,20 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	}
 	f.Links = appLinks(obs)
 	return []syncmedic.Finding{f}
+}
+
+// stuckSince is when argocd/operation-stuck starts counting on the Running or Terminating op of obs: its last change
+// (startedAt, or StateSince when later) or, for an operation waiting to retry, when the retry is due if that is later.
+// OperationStuck and nextDeadline both read it, so serve wakes up when the rule can first fire.
+func stuckSince(obs AppObservation, op *v1alpha1.OperationState) time.Time {
+	since := op.StartedAt.Time
+	if !obs.StateSince.IsZero() && obs.StateSince.After(since) {
+		since = obs.StateSince
+	}
+	if due, retrying := RetryDue(op); retrying && due.After(since) {
+		since = due
+	}
+	return since
 }
 
 // windowBlockedRemedy is what a person does about an operation a sync window blocks: nothing to apply, only the

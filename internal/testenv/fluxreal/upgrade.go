@@ -97,6 +97,51 @@ func (s *Stack) ScenarioControllerUpgrade(t testing.TB, namespace string, repo *
 // Call StartHelmController to let the new controller at it. Use a stack of the test's own (Start).
 func (s *Stack) ScenarioPreV2beta2Status(t testing.TB, namespace string, repo *Repo, name string) *helmv2.HelmRelease {
 	t.Helper()
+	// hand-written state: the v2beta1-era status no downloadable controller writes (see the doc above).
+	s.preV2beta2Status(t, namespace, repo, name)
+	repo.Publish(t, ConfigMapChart(name, "1.0.1"))
+	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"spec": map[string]any{"version": "1.0.1"}}})
+	return s.Get(t, namespace, name)
+}
+
+// ScenarioPreV2beta2StatusTemplateFails leaves the release as ScenarioPreV2beta2Status does, but with a spec change
+// helm-controller cannot get past before its release step: a chart template label the apiserver rejects on the
+// HelmChart (the HelmRelease's schema does not check label keys), so the server-side apply of the HelmChart template
+// fails (internal/reconcile/helmchart_template.go in v0.37.2 and v1.4.3, reached before reconcileRelease) and every
+// condition stays as the old controller wrote it, while the HelmChart itself stays in place, ready. The chart (1.0.0)
+// and the values do not change: once FixTemplate removes the label, the release is in sync and needs no upgrade.
+// Call StartHelmController to let the controller at it.
+func (s *Stack) ScenarioPreV2beta2StatusTemplateFails(t testing.TB, namespace string, repo *Repo, name string) TemplateFails {
+	t.Helper()
+	// hand-written state: the v2beta1-era status no downloadable controller writes (see ScenarioPreV2beta2Status).
+	s.preV2beta2Status(t, namespace, repo, name)
+	sc := TemplateFails{Namespace: namespace, Name: name, Label: "team name"}
+	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"metadata": map[string]any{
+		"labels": map[string]any{sc.Label: "payments"}}}})
+	sc.Release = s.Get(t, namespace, name)
+	return sc
+}
+
+// TemplateFails is the state ScenarioPreV2beta2StatusTemplateFails leaves.
+type TemplateFails struct {
+	Namespace, Name string
+	// Label is the chart template's label key the apiserver rejects on the HelmChart (it holds a space).
+	Label string
+	// Release is the release right after the spec change.
+	Release *helmv2.HelmRelease
+}
+
+// FixTemplate removes the cause as a person would, in a new generation: the chart template loses its metadata, so
+// the HelmChart applies again as it was.
+func (sc TemplateFails) FixTemplate(t testing.TB, s *Stack) {
+	t.Helper()
+	s.PatchRelease(t, sc.Namespace, sc.Name, map[string]any{"chart": map[string]any{"metadata": nil}})
+}
+
+// preV2beta2Status installs name for real, stops helm-controller and replaces the release's status by what a
+// v2beta1-era controller wrote (see ScenarioPreV2beta2Status).
+func (s *Stack) preV2beta2Status(t testing.TB, namespace string, repo *Repo, name string) {
+	t.Helper()
 	hr := s.Installed(t, namespace, repo, Release{Name: name})
 	s.StopHelmController()
 	u := &unstructured.Unstructured{}
@@ -122,7 +167,4 @@ func (s *Stack) ScenarioPreV2beta2Status(t testing.TB, namespace string, repo *R
 	if err := s.Env.Client.Status().Update(context.Background(), u); err != nil {
 		t.Fatalf("fluxreal: writing the v2beta1-era status of %s/%s: %v", namespace, name, err)
 	}
-	repo.Publish(t, ConfigMapChart(name, "1.0.1"))
-	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"spec": map[string]any{"version": "1.0.1"}}})
-	return s.Get(t, namespace, name)
 }
