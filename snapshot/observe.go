@@ -295,7 +295,9 @@ func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
 		out = append(out, argocd.Evaluate(a, now, th.ArgoCD)...)
 	}
 	inv := o.Inventory
-	inv.ArgoCDRulesRun = len(o.Apps) > 0 // the argocd rules above judge the hooks and Applications of the dump
+	// The argocd rules above judge the hooks and Applications of the dump; a live scan says so itself when its Argo CD
+	// part reads them through the API instead.
+	inv.ArgoCDRulesRun = inv.ArgoCDRulesRun || len(o.Apps) > 0
 	out = append(out, kube.Evaluate(inv, now, th.Kube)...)
 	for _, r := range o.Releases {
 		out = append(out, flux.EvaluateRelease(r, now, th.Flux)...)

@@ -40,6 +40,14 @@ func addArgoCDFlags(f *pflag.FlagSet, o *argoCDFlags) {
 
 func (o argoCDFlags) enabled() bool { return o.server != "" }
 
+// judgesAllHooks reports whether the argocd rules judge every Argo CD hook and Application of the cluster: the Argo CD
+// part runs and watches every application (no project, selector or namespace filter), so kube/stuck-terminating
+// leaves Argo CD's own finalizers to those rules (kube.Inventory.ArgoCDRulesRun). A filtered watch leaves them to
+// kube/stuck-terminating, since no argocd rule sees the hooks of the applications it leaves out.
+func (o argoCDFlags) judgesAllHooks() bool {
+	return o.enabled() && len(o.projects) == 0 && o.selector == "" && o.appNamespace == ""
+}
+
 func (o argoCDFlags) clientOptions() argocd.ClientOptions {
 	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb}
 }

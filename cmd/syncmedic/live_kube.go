@@ -70,6 +70,7 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 		}
 		*read = s.Summary()
 		obs := s.Observe()
+		obs.Inventory.ArgoCDRulesRun = o.argocd.judgesAllHooks()
 		for _, p := range obs.Problems {
 			problems = append(problems, p.String())
 		}

@@ -18,6 +18,8 @@ type kubeOptions struct {
 	kinds   []string
 	cluster string
 	enabled bool
+	// fs is serve's flag set, where the Argo CD component's flags are read (argoCDRulesRun).
+	fs *pflag.FlagSet
 }
 
 func init() {
@@ -25,6 +27,7 @@ func init() {
 	registerServeComponent(serveComponent{
 		name: "kube",
 		flags: func(fs *pflag.FlagSet) {
+			o.fs = fs
 			fs.BoolVar(&o.enabled, "kube-checks", true, "run the cluster checks (stuck terminating objects, webhook backends, Argo Workflows) when a cluster is configured")
 			fs.StringSliceVar(&o.kinds, "kube-stuck-kinds", kube.DefaultStuckKinds, "resources (resource.group) checked for being stuck terminating")
 			fs.StringVar(&o.cluster, "kube-cluster-name", "default", "name of the cluster in incident subjects (kube/<name>)")
@@ -38,6 +41,10 @@ func startKube(_ context.Context, d serveDeps, o *kubeOptions) (serveParts, erro
 		return serveParts{}, nil
 	}
 	log := d.Log.With("component", "kube")
+	argoRun, err := argoCDRulesRun(o.fs)
+	if err != nil {
+		return serveParts{}, err
+	}
 	dyn, err := dynamic.NewForConfig(d.Kube)
 	if err != nil {
 		return serveParts{}, fmt.Errorf("kube: %w", err)
@@ -52,7 +59,8 @@ func startKube(_ context.Context, d serveDeps, o *kubeOptions) (serveParts, erro
 		if _, err := dc.ServerVersion(); err != nil {
 			return nil, err
 		}
-		scanner, err := kube.NewScanner(kube.ScannerOptions{Config: d.Kube, Cluster: o.cluster, Kinds: o.kinds, Thresholds: d.Thresholds.Kube, Log: log})
+		scanner, err := kube.NewScanner(kube.ScannerOptions{Config: d.Kube, Cluster: o.cluster, Kinds: o.kinds, Thresholds: d.Thresholds.Kube, Log: log,
+			ArgoCDRulesRun: argoRun})
 		if err != nil {
 			return nil, err
 		}
@@ -69,4 +77,18 @@ func startKube(_ context.Context, d serveDeps, o *kubeOptions) (serveParts, erro
 		Remediers: syncmedic.Remediers{syncmedic.ActionForceFinalizerRemoval: kube.NewWorkflowRemedier(dyn)},
 		Ready:     func() error { return checks.Ready(func(s *kube.Scanner) error { return s.Ready() }) },
 	}, nil
+}
+
+// argoCDRulesRun reports whether serve's Argo CD component judges every Argo CD hook and Application of the cluster
+// (argoCDFlags.judgesAllHooks), reading its flags from serve's flag set; false without one (tests that build the
+// component by hand).
+func argoCDRulesRun(fs *pflag.FlagSet) (bool, error) {
+	if fs == nil || fs.Lookup("argocd-server") == nil {
+		return false, nil
+	}
+	a := &argoCDServeOptions{fs: fs}
+	if err := a.read(); err != nil {
+		return false, err
+	}
+	return a.judgesAllHooks(), nil
 }

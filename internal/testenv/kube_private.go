@@ -19,7 +19,7 @@ func KubePrivate(t testing.TB, crdDirs ...string) *Env {
 	t.Helper()
 	skipShort(t)
 	requireMain(t)
-	env, stop, err := startPrivateKube(crdDirs)
+	env, stop, err := startPrivateKube(crdDirs, nil)
 	if err != nil {
 		t.Fatalf("testenv: starting a private kube-apiserver and etcd: %v", err)
 	}
@@ -27,7 +27,23 @@ func KubePrivate(t testing.TB, crdDirs ...string) *Env {
 	return env
 }
 
-func startPrivateKube(crdDirs []string) (*Env, func(), error) {
+// KubePrivateEndpointRouting is KubePrivate (no CRDs) with --enable-aggregator-routing: the apiserver calls a
+// webhook's (and an APIService's) `service` through the Service's Endpoints, not its ClusterIP, which nothing
+// routes here (no kube-proxy). A test can then serve an admission webhook itself, on an address of this host, behind
+// a Service without selector and the Endpoints it writes.
+func KubePrivateEndpointRouting(t testing.TB) *Env {
+	t.Helper()
+	skipShort(t)
+	requireMain(t)
+	env, stop, err := startPrivateKube(nil, map[string]string{"enable-aggregator-routing": "true"})
+	if err != nil {
+		t.Fatalf("testenv: starting a private kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(stop)
+	return env
+}
+
+func startPrivateKube(crdDirs []string, apiserverArgs map[string]string) (*Env, func(), error) {
 	assets, _, err := kubeAssets()
 	if err != nil {
 		return nil, nil, err
@@ -38,6 +54,9 @@ func startPrivateKube(crdDirs []string) (*Env, func(), error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	for k, v := range apiserverArgs {
+		te.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	if _, err := harnessRoot(); err != nil {
 		return nil, nil, err
