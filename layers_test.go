@@ -35,38 +35,41 @@ const (
 
 // layers places every package of the module, by its path below the module (longest prefix wins). A new package must
 // be placed here, so that where it may depend is decided once.
-var layers = map[string]layer{
-	"":                     layerVocabulary,
-	"policy":               layerPolicy,
-	"argocd":               layerSources,
-	"flux":                 layerSources,
-	"kube":                 layerSources,
-	"snapshot":             layerSources,
-	"incident":             layerIncident,
-	"remedy":               layerActions,
-	"notify":               layerActions,
-	"ui":                   layerUI,
-	"cmd":                  layerTop,
-	"bench":                layerTop,
-	"manifests":            layerTop,
-	"internal/conformance": layerTop,
-	"internal/reliability": layerTop,
-	"internal/argoapi":     layerSupport,
-	"internal/leader":      layerSupport,
-	"internal/synthdump":   layerSupport,
-	"internal/testenv":     layerSupport,
-	"internal/argoapi/gen": layerTop,
+func layers() map[string]layer {
+	return map[string]layer{
+		"":                     layerVocabulary,
+		"policy":               layerPolicy,
+		"argocd":               layerSources,
+		"flux":                 layerSources,
+		"kube":                 layerSources,
+		"snapshot":             layerSources,
+		"incident":             layerIncident,
+		"remedy":               layerActions,
+		"notify":               layerActions,
+		"ui":                   layerUI,
+		"cmd":                  layerTop,
+		"bench":                layerTop,
+		"manifests":            layerTop,
+		"internal/conformance": layerTop,
+		"internal/reliability": layerTop,
+		"internal/argoapi":     layerSupport,
+		"internal/leader":      layerSupport,
+		"internal/synthdump":   layerSupport,
+		"internal/testenv":     layerSupport,
+		"internal/argoapi/gen": layerTop,
+	}
 }
 
 // place returns the layer of the package at rel (its path below the module): the longest prefix in layers.
 func place(rel string) (layer, bool) {
+	all := layers()
 	best, found := "", rel == ""
-	for p := range layers {
+	for p := range all {
 		if p != "" && (rel == p || strings.HasPrefix(rel, p+"/")) && len(p) > len(best) {
 			best, found = p, true
 		}
 	}
-	return layers[best], found
+	return all[best], found
 }
 
 // modulePackages returns the non-test imports within the module of every package in it, by path below the module.
@@ -131,14 +134,14 @@ func TestDependenciesPointDownTheLayers(t *testing.T) {
 	for rel, imports := range pkgs {
 		l, ok := place(rel)
 		if !ok {
-			bad = append(bad, name(rel)+" has no layer: place it in layers (layers_test.go)")
+			bad = append(bad, name(rel)+" has no layer: place it in layers() (layers_test.go)")
 			continue
 		}
 		for _, imp := range imports {
 			m, ok := place(imp)
 			switch {
 			case !ok:
-				bad = append(bad, name(imp)+" has no layer: place it in layers (layers_test.go)")
+				bad = append(bad, name(imp)+" has no layer: place it in layers() (layers_test.go)")
 			case l == layerSupport && m != layerSupport:
 				bad = append(bad, name(rel)+" is a support package, so it may not import "+name(imp))
 			case m == layerSupport || m < l || family(rel) == family(imp) || (m == l && l == layerSources):
