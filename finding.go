@@ -79,7 +79,7 @@ type ObjectRef struct {
 	// FluxOwner is the Flux object that applied this object, as "Kind/namespace/name".
 	FluxOwner string `json:"fluxOwner,omitempty"`
 	// Labels are the labels of the Argo CD Application or Flux HelmRelease the finding is about, and SlackChannel
-	// its syncmedic.io/slack-channel annotation: they route notifications (routing.go) and are not part of the
+	// its syncmedic.io/slack-channel annotation: they route notifications (policy/routing.go) and are not part of the
 	// fingerprint.
 	Labels       map[string]string `json:"labels,omitempty"`
 	SlackChannel string            `json:"slackChannel,omitempty"`
@@ -286,3 +286,7 @@ func SortFindings(fs []Finding) {
 		return a.Object.String() < b.Object.String()
 	})
 }
+
+// SlackChannelAnnotation on an Argo CD Application or a Flux HelmRelease sends its incidents to that Slack channel
+// (the way Argo CD Notifications' subscribe annotations work); it wins over the policy's routes.
+const SlackChannelAnnotation = "syncmedic.io/slack-channel"

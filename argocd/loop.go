@@ -115,7 +115,7 @@ func retained(a *v1alpha1.Application) *v1alpha1.Application {
 	var r v1alpha1.Application
 	r.Name, r.Namespace, r.UID, r.ResourceVersion, r.Generation = a.Name, a.Namespace, a.UID, a.ResourceVersion, a.Generation
 	r.Spec.Project, r.Spec.Destination, r.Spec.SyncPolicy = a.Spec.Project, a.Spec.Destination, a.Spec.SyncPolicy
-	r.Labels = a.Labels // routing (syncmedic.Route); the slack-channel annotation too, and no other annotation
+	r.Labels = a.Labels // routing (policy.Route); the slack-channel annotation too, and no other annotation
 	if ch, ok := a.Annotations[syncmedic.SlackChannelAnnotation]; ok {
 		r.Annotations = map[string]string{syncmedic.SlackChannelAnnotation: ch}
 	}

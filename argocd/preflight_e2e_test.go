@@ -13,6 +13,7 @@ import (
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // TestPermissionPreflight asks the real argocd-server's AccountService.CanI what the accounts may do: argocd-server
@@ -67,14 +68,14 @@ func TestPermissionPreflight(t *testing.T) {
 	})
 
 	t.Run("the remedies preflight names what an account lacks for the policy's automatic remedies", func(t *testing.T) {
-		policy := syncmedic.DefaultPolicy()
-		policy.Rules = map[syncmedic.RuleID]syncmedic.RulePolicy{
-			syncmedic.RuleHookFinalizerStuck: {Mode: syncmedic.ModeAuto},
-			syncmedic.RuleOperationStuck:     {Mode: syncmedic.ModeAuto, Projects: []string{"default"}},
+		pol := policy.DefaultPolicy()
+		pol.Rules = map[syncmedic.RuleID]policy.RulePolicy{
+			syncmedic.RuleHookFinalizerStuck: {Mode: policy.ModeAuto},
+			syncmedic.RuleOperationStuck:     {Mode: policy.ModeAuto, Projects: []string{"default"}},
 		}
 		logs := &syncBuffer{}
 		log := slog.New(slog.NewTextHandler(logs, nil))
-		res := argocd.WarnRemedies(context.Background(), dial(t, argo.Addr, viewer), nil, policy, argocd.WatchScope(nil, ""), log)
+		res := argocd.WarnRemedies(context.Background(), dial(t, argo.Addr, viewer), nil, pol, argocd.WatchScope(nil, ""), log)
 		require.Contains(t, res.Missing, argocd.Permission{Action: argocd.ActionSync, Object: "*/*"})
 		require.Contains(t, res.Missing, argocd.Permission{Action: argocd.ActionUpdate, Object: "*/*"})
 		require.Contains(t, res.Missing, argocd.Permission{Action: argocd.ActionSync, Object: "default/*"})
@@ -82,7 +83,7 @@ func TestPermissionPreflight(t *testing.T) {
 		require.Contains(t, logs.String(), "p, role:syncmedic, applications, sync, default/*, allow")
 		t.Logf("warning: %s", res.Warning())
 
-		admin := argocd.WarnRemedies(context.Background(), dial(t, argo.Addr, argo.AdminToken(t)), nil, policy, argocd.WatchScope(nil, ""), log)
+		admin := argocd.WarnRemedies(context.Background(), dial(t, argo.Addr, argo.AdminToken(t)), nil, pol, argocd.WatchScope(nil, ""), log)
 		require.Empty(t, admin.Missing, "role:admin may sync and update every application")
 	})
 }

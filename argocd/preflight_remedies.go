@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // CallCanI is AccountService.CanI, the preflight question (any logged-in account may ask it).
@@ -32,7 +33,7 @@ var remedyActions = map[syncmedic.RuleID][]string{
 // rule above in auto mode, its actions on "<project>/*" for each project the policy lets it act in, or on scope
 // (see WatchScope) when the policy names no project. On a server that needs the fine-grained form (Argo CD v3, or
 // an empty or unparsable version), update comes with update/*. A policy with the kill switch on needs nothing.
-func RemedyPermissions(p *syncmedic.Policy, scope []string, serverVersion string) []Permission {
+func RemedyPermissions(p *policy.Policy, scope []string, serverVersion string) []Permission {
 	if p == nil || p.KillSwitch {
 		return nil
 	}
@@ -40,7 +41,7 @@ func RemedyPermissions(p *syncmedic.Policy, scope []string, serverVersion string
 	set := map[Permission]bool{}
 	for rule, actions := range remedyActions {
 		r := p.For(rule)
-		if r.Mode != syncmedic.ModeAuto {
+		if r.Mode != policy.ModeAuto {
 			continue
 		}
 		objects := scope
@@ -140,7 +141,7 @@ func CheckRemedies(ctx context.Context, c AccountClient, perms []Permission) (Re
 // WarnRemedies checks the permissions the policy's automatic remedies need (see RemedyPermissions) and logs one
 // warning naming what is missing; it logs nothing when every permission is granted or nothing is automatic. It
 // reads the server version itself and never fails: the remedies' own refusals stay the authority.
-func WarnRemedies(ctx context.Context, c Client, access AccountClient, p *syncmedic.Policy, scope []string, log *slog.Logger) RemedyCheck {
+func WarnRemedies(ctx context.Context, c Client, access AccountClient, p *policy.Policy, scope []string, log *slog.Logger) RemedyCheck {
 	access = accessOf(access, c)
 	if access == nil || p == nil || p.KillSwitch {
 		return RemedyCheck{}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // cani answers CanI from a table "action object" → answer ("yes", "no", or an error), for unit tests of the
@@ -136,37 +137,37 @@ func TestCheckWatch(t *testing.T) {
 	})
 }
 
-func autoPolicy(rules map[syncmedic.RuleID]syncmedic.RulePolicy) *syncmedic.Policy {
-	p := syncmedic.DefaultPolicy()
+func autoPolicy(rules map[syncmedic.RuleID]policy.RulePolicy) *policy.Policy {
+	p := policy.DefaultPolicy()
 	p.Rules = rules
 	return p
 }
 
 func TestRemedyPermissions(t *testing.T) {
-	auto := syncmedic.RulePolicy{Mode: syncmedic.ModeAuto}
+	auto := policy.RulePolicy{Mode: policy.ModeAuto}
 	tests := []struct {
 		name    string
-		policy  *syncmedic.Policy
+		policy  *policy.Policy
 		version string
 		want    []Permission
 	}{
-		{"the default policy acts on nothing and needs nothing", syncmedic.DefaultPolicy(), "v2.14.21", []Permission{}},
-		{"the kill switch needs nothing", func() *syncmedic.Policy {
-			p := autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleOperationStuck: auto})
+		{"the default policy acts on nothing and needs nothing", policy.DefaultPolicy(), "v2.14.21", []Permission{}},
+		{"the kill switch needs nothing", func() *policy.Policy {
+			p := autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleOperationStuck: auto})
 			p.KillSwitch = true
 			return p
 		}(), "v2.14.21", nil},
 		{"terminating and syncing needs sync on the watched scope",
-			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleOperationStuck: auto}), "v2.14.21",
+			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleOperationStuck: auto}), "v2.14.21",
 			[]Permission{{ActionSync, "*/*"}}},
 		{"the finalizer remedy on a v2 server needs update and sync",
-			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v2.14.21+abc",
+			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v2.14.21+abc",
 			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}}},
 		{"the finalizer remedy on a v3 server also needs the fine-grained update/*",
-			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v3.1.0",
+			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v3.1.0",
 			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}, {ActionUpdateAny, "*/*"}}},
 		{"the projects the policy allows replace the watched scope",
-			autoPolicy(map[syncmedic.RuleID]syncmedic.RulePolicy{syncmedic.RuleHookCompletionMissed: {Mode: syncmedic.ModeAuto, Projects: []string{"remediable"}}}), "v2.14.21",
+			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookCompletionMissed: {Mode: policy.ModeAuto, Projects: []string{"remediable"}}}), "v2.14.21",
 			[]Permission{{ActionSync, "remediable/*"}}},
 	}
 	for _, tt := range tests {

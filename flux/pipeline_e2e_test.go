@@ -11,17 +11,20 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // startPipeline runs the watcher into a tracker whose remediation stage applies the flux remedies as policyYAML
 // allows, the way serve wires them.
-func startPipeline(t *testing.T, env *testenv.Env, ns, policyYAML string) (*flux.Watcher, *syncmedic.Tracker) {
+func startPipeline(t *testing.T, env *testenv.Env, ns, policyYAML string) (*flux.Watcher, *incident.Tracker) {
 	t.Helper()
-	pol, err := syncmedic.LoadPolicy([]byte(policyYAML))
+	pol, err := policy.LoadPolicy([]byte(policyYAML))
 	require.NoError(t, err)
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: flux.NewReconcileRequester(env.Client).Remediers(), Identity: "e2e"})
-	tracker, err := syncmedic.NewTracker(context.Background(), syncmedic.TrackerOptions{Policy: func() *syncmedic.Policy { return pol }, Remediation: stage})
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: flux.NewReconcileRequester(env.Client).Remediers(), Identity: "e2e"})
+	tracker, err := incident.NewTracker(context.Background(), incident.TrackerOptions{Policy: func() *policy.Policy { return pol }, Remediation: stage})
 	require.NoError(t, err)
 	w, err := flux.NewWatcher(flux.WatcherOptions{Config: env.Config, Namespaces: []string{ns}})
 	require.NoError(t, err)
@@ -39,7 +42,7 @@ func TestPipelineInDryRunChangesNothing(t *testing.T) {
 	hr := scenarioStaleStatus(t, env, ns, "redis", time.Now().Add(-2*time.Hour))
 	_, tracker := startPipeline(t, env, ns, "resolveAfter: 3\n") // the default: notify every rule, act on none
 
-	var inc syncmedic.Incident
+	var inc incident.Incident
 	require.Eventually(t, func() bool {
 		for _, i := range tracker.Incidents() {
 			if i.Finding.Rule == syncmedic.RuleHelmReleaseStaleStatus && i.Finding.Object.Namespace == ns && len(i.Attempts) > 0 {
@@ -49,7 +52,7 @@ func TestPipelineInDryRunChangesNothing(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, syncmedic.ResultDryRun, inc.Attempts[0].Result)
+	require.Equal(t, incident.ResultDryRun, inc.Attempts[0].Result)
 	require.Contains(t, inc.Attempts[0].Steps[0], "would PATCH")
 	require.Empty(t, reconcileAnnotations(t, env, hr))
 }
@@ -122,14 +125,14 @@ rules:
 
 	// hand-written state: see handleRequest (handled, failing before the release step: no condition changes).
 	handleRequest(t, env, hr)
-	var failed syncmedic.Attempt
+	var failed incident.Attempt
 	require.Eventually(t, func() bool {
 		w.Trigger(subject)
 		for _, inc := range tracker.Incidents() {
 			if inc.Finding.Rule != syncmedic.RuleHelmReleaseStaleStatus || inc.Finding.Object.Namespace != ns || inc.Finding.Object.Name != hr.Name {
 				continue
 			}
-			if last := inc.LastAttempt(); last != nil && last.Result == syncmedic.ResultFailed {
+			if last := inc.LastAttempt(); last != nil && last.Result == incident.ResultFailed {
 				failed = *last
 				return true
 			}

@@ -11,8 +11,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/stretchr/testify/require"
-
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // TestDuplicateAndReplayedEventsOnlyAskForAnotherEvaluation posts one signed event several times (notification-
@@ -22,10 +21,10 @@ import (
 func TestDuplicateAndReplayedEventsOnlyAskForAnotherEvaluation(t *testing.T) {
 	stuck := release("redis", 3, 2, cond(meta.ReadyCondition, "True", meta.ReconciliationSucceededReason, "Release reconciliation succeeded", time.Hour))
 	var mu sync.Mutex
-	var announced []syncmedic.EventKind
-	tracker, err := syncmedic.NewTracker(context.Background(), syncmedic.TrackerOptions{
+	var announced []incident.EventKind
+	tracker, err := incident.NewTracker(context.Background(), incident.TrackerOptions{
 		Now: func() time.Time { return now },
-		Publisher: syncmedic.PublisherFunc(func(ev syncmedic.Event) {
+		Publisher: incident.PublisherFunc(func(ev incident.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			announced = append(announced, ev.Kind)
@@ -59,5 +58,5 @@ func TestDuplicateAndReplayedEventsOnlyAskForAnotherEvaluation(t *testing.T) {
 	require.Len(t, tracker.Incidents(), 1, "three copies of one event, one incident")
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []syncmedic.EventKind{syncmedic.EventOpened}, announced, "announced once")
+	require.Equal(t, []incident.EventKind{incident.EventOpened}, announced, "announced once")
 }

@@ -14,8 +14,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // serviceAccount is the user the apiserver sees for syncmedic's Pods.
@@ -47,9 +47,9 @@ func TestBaseDeploymentRunsServeLockedDown(t *testing.T) {
 	t.Run("the policy ConfigMap holds the documented default", func(t *testing.T) {
 		var cm corev1.ConfigMap
 		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "ConfigMap", "syncmedic-policy").Object, &cm))
-		p, err := syncmedic.LoadPolicy([]byte(cm.Data[syncmedic.PolicyConfigMapKey]))
+		p, err := policy.LoadPolicy([]byte(cm.Data[policy.PolicyConfigMapKey]))
 		require.NoError(t, err)
-		def := syncmedic.DefaultPolicy()
+		def := policy.DefaultPolicy()
 		require.Equal(t, def.Defaults, p.Defaults)
 		require.Equal(t, def.ResolveAfter, p.ResolveAfter)
 		require.Equal(t, def.KillSwitch, p.KillSwitch)

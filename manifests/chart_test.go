@@ -23,6 +23,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // convert decodes an unstructured object into a typed one.
@@ -79,9 +80,9 @@ func TestChartRendersTheObjectsOfTheBase(t *testing.T) {
 		var b, c corev1.ConfigMap
 		convert(t, find(t, base, "ConfigMap", "syncmedic-policy"), &b)
 		convert(t, find(t, chart, "ConfigMap", "syncmedic-policy"), &c)
-		bp, err := syncmedic.LoadPolicy([]byte(b.Data[syncmedic.PolicyConfigMapKey]))
+		bp, err := policy.LoadPolicy([]byte(b.Data[policy.PolicyConfigMapKey]))
 		require.NoError(t, err)
-		cp, err := syncmedic.LoadPolicy([]byte(c.Data[syncmedic.PolicyConfigMapKey]))
+		cp, err := policy.LoadPolicy([]byte(c.Data[policy.PolicyConfigMapKey]))
 		require.NoError(t, err)
 		require.Equal(t, bp, cp)
 	})
@@ -258,10 +259,10 @@ func TestChartValues(t *testing.T) {
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			var cm corev1.ConfigMap
 			convert(t, find(t, objs, "ConfigMap", "syncmedic-policy"), &cm)
-			p, err := syncmedic.LoadPolicy([]byte(cm.Data[syncmedic.PolicyConfigMapKey]))
+			p, err := policy.LoadPolicy([]byte(cm.Data[policy.PolicyConfigMapKey]))
 			require.NoError(t, err)
 			r := p.Rules[syncmedic.RuleHookFinalizerStuck]
-			require.Equal(t, syncmedic.ModeAuto, r.Mode)
+			require.Equal(t, policy.ModeAuto, r.Mode)
 			require.Equal(t, []string{"payments", "shop"}, r.Projects)
 		},
 	}, {

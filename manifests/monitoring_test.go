@@ -15,10 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // installMonitoringCRDs installs the ServiceMonitor and PrometheusRule CRDs of the prometheus-operator, copied from its
@@ -157,12 +158,13 @@ func (r metricRecorder) MustRegister(cs ...prometheus.Collector) {
 func (r metricRecorder) Unregister(prometheus.Collector) bool { return false }
 
 // exportedMetrics returns the metrics syncmedic serve registers, with their labels: those of the tracker, the
-// notification dispatcher and the Flux receiver from their constructors; the Argo CD watcher's are registered by
-// cmd/syncmedic (package main, which a test cannot import), so those names are read from its sources.
+// remediation stage, the notification dispatcher and the Flux receiver from their constructors; the Argo CD watcher's
+// are registered by cmd/syncmedic (package main, which a test cannot import), so those names are read from its sources.
 func exportedMetrics(t *testing.T) metricRecorder {
 	t.Helper()
 	rec := metricRecorder{}
-	syncmedic.NewMetrics(rec)
+	incident.NewMetrics(rec)
+	remedy.NewMetrics(rec)
 	notify.NewDispatcher(notify.DispatcherOptions{Registerer: rec})
 	_, err := flux.NewReceiver(flux.ReceiverOptions{Metrics: rec})
 	require.NoError(t, err)

@@ -10,8 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // Destination is one named notifier ("slack", "webhook", "kubernetes-events", "alertmanager").
@@ -64,10 +63,10 @@ type Dispatcher struct {
 
 type queue struct {
 	dest Destination
-	ch   chan syncmedic.Event
+	ch   chan incident.Event
 }
 
-var _ syncmedic.Publisher = (*Dispatcher)(nil)
+var _ incident.Publisher = (*Dispatcher)(nil)
 
 // NewDispatcher returns a dispatcher for dests; call Run to deliver.
 func NewDispatcher(o DispatcherOptions, dests ...Destination) *Dispatcher {
@@ -107,11 +106,11 @@ func NewDispatcher(o DispatcherOptions, dests ...Destination) *Dispatcher {
 // Add adds a destination; call it before Run (a notifier that keeps notes in the tracker is built after the
 // tracker, which needs the dispatcher first).
 func (d *Dispatcher) Add(dest Destination) {
-	d.queues = append(d.queues, &queue{dest: dest, ch: make(chan syncmedic.Event, d.o.QueueSize)})
+	d.queues = append(d.queues, &queue{dest: dest, ch: make(chan incident.Event, d.o.QueueSize)})
 }
 
 // Publish queues ev for every destination without blocking.
-func (d *Dispatcher) Publish(ev syncmedic.Event) {
+func (d *Dispatcher) Publish(ev incident.Event) {
 	for _, q := range d.queues {
 		select {
 		case q.ch <- ev:
@@ -170,7 +169,7 @@ func (d *Dispatcher) timeout(dest Destination) time.Duration {
 
 // attempt calls the destination once under its per-attempt deadline. An attempt cut off by the deadline is retried
 // whatever the notifier said, since the destination may simply be slow.
-func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev syncmedic.Event) (bool, error) {
+func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev incident.Event) (bool, error) {
 	timeout := d.timeout(dest)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -198,7 +197,7 @@ func (d *Dispatcher) refresh(ctx context.Context, dest Destination) bool {
 
 // deliver retries ev until it is delivered, refused for good, or ctx ends. Later events wait: order is kept. The
 // destination's refresh keeps running while a retry waits.
-func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev syncmedic.Event, refresh <-chan time.Time) {
+func (d *Dispatcher) deliver(ctx context.Context, dest Destination, ev incident.Event, refresh <-chan time.Time) {
 	log := d.o.Log.With("notifier", dest.Name, "incident", ev.Incident.ID, "event", ev.Kind, "rule", ev.Incident.Finding.Rule)
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(d.o.MinBackoff), backoff.WithMaxInterval(d.o.MaxBackoff),
 		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0.2), backoff.WithMaxElapsedTime(0))

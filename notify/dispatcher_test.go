@@ -12,8 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // recorder is a destination that fails as scripted, then records what it delivered.
@@ -24,7 +23,7 @@ type recorder struct {
 	delivered []string
 }
 
-func (r *recorder) Notify(_ context.Context, ev syncmedic.Event) (bool, error) {
+func (r *recorder) Notify(_ context.Context, ev incident.Event) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
@@ -46,8 +45,8 @@ func (r *recorder) got() []string {
 	return append([]string(nil), r.delivered...)
 }
 
-func ev(id string, kind syncmedic.EventKind) syncmedic.Event {
-	return syncmedic.Event{Kind: kind, Incident: syncmedic.Incident{ID: id}}
+func ev(id string, kind incident.EventKind) incident.Event {
+	return incident.Event{Kind: kind, Incident: incident.Incident{ID: id}}
 }
 
 func run(t *testing.T, d *Dispatcher) {
@@ -65,7 +64,7 @@ func TestDispatcherRetriesInOrderAndHonoursRetryAfter(t *testing.T) {
 	want := []string{"a:opened", "b:opened", "a:remediating", "a:resolved", "b:resolved"}
 	for _, w := range want {
 		id, kind, _ := cut(w)
-		d.Publish(ev(id, syncmedic.EventKind(kind)))
+		d.Publish(ev(id, incident.EventKind(kind)))
 	}
 	run(t, d)
 	require.Eventually(t, func() bool { return len(rec.got()) == len(want) }, 5*time.Second, 5*time.Millisecond)
@@ -95,7 +94,7 @@ func TestDispatcherBackoff(t *testing.T) {
 			rec := &recorder{script: script}
 			d := NewDispatcher(DispatcherOptions{MinBackoff: tc.min, MaxBackoff: tc.max}, Destination{Name: "webhook", Notifier: rec})
 			waits := recordWaits(d)
-			d.Publish(ev("a", syncmedic.EventOpened))
+			d.Publish(ev("a", incident.EventOpened))
 			run(t, d)
 			require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, time.Millisecond)
 			got := waits()
@@ -118,8 +117,8 @@ func TestDispatcherBackoff(t *testing.T) {
 func TestDispatcherDoesNotRetryARefusal(t *testing.T) {
 	rec := &recorder{script: []error{errors.New("channel_not_found")}}
 	d := NewDispatcher(DispatcherOptions{MinBackoff: time.Millisecond}, Destination{Name: "slack", Notifier: rec})
-	d.Publish(ev("a", syncmedic.EventOpened))
-	d.Publish(ev("a", syncmedic.EventResolved))
+	d.Publish(ev("a", incident.EventOpened))
+	d.Publish(ev("a", incident.EventResolved))
 	run(t, d)
 	require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"a:resolved"}, rec.got())
@@ -135,7 +134,7 @@ func TestDispatcherCountsAndLogsWhatDoesNotFit(t *testing.T) {
 	d := NewDispatcher(DispatcherOptions{QueueSize: 2, Log: slog.New(slog.NewJSONHandler(&logs, nil))},
 		Destination{Name: "webhook", Notifier: rec})
 	for _, id := range []string{"a", "b", "c"} {
-		d.Publish(ev(id, syncmedic.EventOpened))
+		d.Publish(ev(id, incident.EventOpened))
 	}
 	require.Equal(t, 1.0, count(t, d, "webhook", "dropped"))
 	require.Contains(t, logs.String(), `"msg":"notification queue full: event dropped","notifier":"webhook","incident":"c"`)
@@ -144,11 +143,11 @@ func TestDispatcherCountsAndLogsWhatDoesNotFit(t *testing.T) {
 }
 
 func TestADestinationThatIsDownDelaysOnlyItself(t *testing.T) {
-	down := NotifierFunc(func(ctx context.Context, _ syncmedic.Event) (bool, error) { return true, errors.New("503") })
+	down := NotifierFunc(func(ctx context.Context, _ incident.Event) (bool, error) { return true, errors.New("503") })
 	up := &recorder{}
 	d := NewDispatcher(DispatcherOptions{MinBackoff: time.Hour}, Destination{Name: "down", Notifier: down},
 		Destination{Name: "up", Notifier: up})
-	d.Publish(ev("a", syncmedic.EventOpened))
+	d.Publish(ev("a", incident.EventOpened))
 	run(t, d)
 	require.Eventually(t, func() bool { return len(up.got()) == 1 }, 5*time.Second, 5*time.Millisecond)
 }
@@ -227,7 +226,7 @@ func TestDispatcherRefreshesWhatIsStillOpen(t *testing.T) {
 		ref := &refresher{}
 		rec := &recorder{script: []error{errors.New("retry")}}
 		d := NewDispatcher(DispatcherOptions{MinBackoff: time.Hour}, Destination{Name: "alertmanager", Notifier: rec, Refresher: ref})
-		d.Publish(ev("a", syncmedic.EventOpened))
+		d.Publish(ev("a", incident.EventOpened))
 		run(t, d)
 		require.Eventually(t, func() bool { return len(rec.got()) == 1 }, 5*time.Second, time.Millisecond)
 		require.Positive(t, ref.count())
@@ -236,7 +235,7 @@ func TestDispatcherRefreshesWhatIsStillOpen(t *testing.T) {
 		ref := &refresher{}
 		rec := &recorder{script: []error{&RetryAfterError{After: time.Hour, Err: errors.New("429")}}}
 		d := NewDispatcher(DispatcherOptions{}, Destination{Name: "alertmanager", Notifier: rec, Refresher: ref})
-		d.Publish(ev("a", syncmedic.EventOpened))
+		d.Publish(ev("a", incident.EventOpened))
 		run(t, d)
 		require.Eventually(t, func() bool { return ref.count() >= 3 }, 5*time.Second, time.Millisecond)
 		require.Empty(t, rec.got())

@@ -3,11 +3,11 @@ package notify
 import (
 	"context"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // Outbox is where the tracker records, per incident, the last transition each notifier delivered.
-// *syncmedic.Tracker implements it (see Tracker.ResumeDelivery).
+// *incident.Tracker implements it (see Tracker.ResumeDelivery).
 type Outbox interface {
 	// Leading reports whether this replica leads; a replica that lost the lead leaves what it still had queued to
 	// the new leader, which re-publishes it from the store.
@@ -16,9 +16,9 @@ type Outbox interface {
 	MarkDelivered(ctx context.Context, incidentID, notifier string, seq int)
 }
 
-var _ Outbox = (*syncmedic.Tracker)(nil)
+var _ Outbox = (*incident.Tracker)(nil)
 
-// Durable wraps dest so that it gets only the incidents the policy routes to its name (syncmedic.Routing), and every
+// Durable wraps dest so that it gets only the incidents the policy routes to its name (policy.Routing), and every
 // numbered transition it delivers (or refuses for good) is recorded in outbox,
 // and a transition it already delivered — re-published after a restart or a failover — is skipped, as is any
 // numbered transition once this replica no longer leads. Unnumbered events (durable delivery off) pass through
@@ -35,7 +35,7 @@ type durable struct {
 	outbox Outbox
 }
 
-func (d *durable) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (d *durable) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	if !ev.Incident.Route.Allows(d.name) {
 		// The policy routes this incident elsewhere: nothing to send, and nothing left to deliver here.
 		if ev.Seq != 0 && d.outbox.Leading() && ev.Seq > d.outbox.LastDelivered(ev.Incident.ID, d.name) {

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // memOutbox records deliveries like the tracker does (a fake for this unit test of the wrapper's logic).
@@ -37,7 +36,7 @@ func (o *memOutbox) MarkDelivered(_ context.Context, id, notifier string, seq in
 
 func TestDurableDestination(t *testing.T) {
 	ctx := context.Background()
-	numbered := func(seq int, kind syncmedic.EventKind) syncmedic.Event {
+	numbered := func(seq int, kind incident.EventKind) incident.Event {
 		e := ev("a", kind)
 		e.Seq = seq
 		return e
@@ -45,22 +44,22 @@ func TestDurableDestination(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		script    []error
-		events    []syncmedic.Event
+		events    []incident.Event
 		delivered []string
 		last      int
 		follower  bool
 	}{
 		{name: "a delivered transition is recorded and a replay of it is skipped",
-			events:    []syncmedic.Event{numbered(1, syncmedic.EventOpened), numbered(1, syncmedic.EventOpened), numbered(2, syncmedic.EventResolved)},
+			events:    []incident.Event{numbered(1, incident.EventOpened), numbered(1, incident.EventOpened), numbered(2, incident.EventResolved)},
 			delivered: []string{"a:opened", "a:resolved"}, last: 2},
 		{name: "a failure worth retrying is not recorded as delivered",
-			script: []error{errors.New("retry")}, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 0},
+			script: []error{errors.New("retry")}, events: []incident.Event{numbered(1, incident.EventOpened)}, last: 0},
 		{name: "a refusal for good is recorded, so it is not replayed after every restart",
-			script: []error{errors.New("channel_not_found")}, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 1},
+			script: []error{errors.New("channel_not_found")}, events: []incident.Event{numbered(1, incident.EventOpened)}, last: 1},
 		{name: "a replica that lost the lead leaves its queued transitions to the new leader",
-			follower: true, events: []syncmedic.Event{numbered(1, syncmedic.EventOpened)}, last: 0},
+			follower: true, events: []incident.Event{numbered(1, incident.EventOpened)}, last: 0},
 		{name: "unnumbered events pass through and record nothing",
-			events: []syncmedic.Event{ev("a", syncmedic.EventOpened), ev("a", syncmedic.EventOpened)}, delivered: []string{"a:opened", "a:opened"}},
+			events: []incident.Event{ev("a", incident.EventOpened), ev("a", incident.EventOpened)}, delivered: []string{"a:opened", "a:opened"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec, box := &recorder{script: tc.script}, &memOutbox{follower: tc.follower}

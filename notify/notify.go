@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // DefaultTimeout bounds one attempt to deliver a notification, and one HTTP exchange of the notifiers' default
@@ -29,25 +29,25 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 // Notifier delivers one incident transition to one destination. It says whether a failure is worth retrying:
 // network errors and 5xx are, 4xx and refusals (Slack ok:false) are not, and a RetryAfterError says how long to wait.
 type Notifier interface {
-	Notify(ctx context.Context, ev syncmedic.Event) (retry bool, err error)
+	Notify(ctx context.Context, ev incident.Event) (retry bool, err error)
 }
 
 // NotifierFunc adapts a function to a Notifier.
-type NotifierFunc func(ctx context.Context, ev syncmedic.Event) (bool, error)
+type NotifierFunc func(ctx context.Context, ev incident.Event) (bool, error)
 
 // Notify calls f.
-func (f NotifierFunc) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (f NotifierFunc) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	return f(ctx, ev)
 }
 
 // Notes is where a notifier keeps per-incident state that must survive a restart or a failover (the Slack channel
-// and thread ts). *syncmedic.Tracker implements it and persists the notes with the incident.
+// and thread ts). *incident.Tracker implements it and persists the notes with the incident.
 type Notes interface {
 	Note(incidentID, key string) (string, bool)
 	SetNote(ctx context.Context, incidentID, key, value string)
 }
 
-var _ Notes = (*syncmedic.Tracker)(nil)
+var _ Notes = (*incident.Tracker)(nil)
 
 // RetryAfterError is a failure the destination asked to retry after a delay (HTTP 429 with Retry-After).
 type RetryAfterError struct {

@@ -13,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 	"github.com/syncmedic/syncmedic/notify"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/notify/webhook"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // webhookSink records the incident IDs a real webhook notifier posts.
@@ -50,7 +52,7 @@ func (s *webhookSink) got() []string {
 func TestRoutesPickTheDestinationsAndTheChannel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pol, err := syncmedic.LoadPolicy([]byte(`resolveAfter: 1
+	pol, err := policy.LoadPolicy([]byte(`resolveAfter: 1
 routes:
   - name: payments-webhook-only
     match: {projects: [payments]}
@@ -60,9 +62,9 @@ routes:
     slackChannel: "#shop"
 `))
 	require.NoError(t, err)
-	store := &syncmedic.MemoryStore{}
+	store := &incident.MemoryStore{}
 	d := notify.NewDispatcher(notify.DispatcherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: func() *syncmedic.Policy { return pol }, Publisher: d})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Store: store, Policy: func() *policy.Policy { return pol }, Publisher: d})
 	require.NoError(t, err)
 
 	slackSrv := slackrec.New(t)

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 	"github.com/syncmedic/syncmedic/notify/alertmanager"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
@@ -45,7 +45,7 @@ func newHungServer(t *testing.T) *hungServer {
 			}
 			return
 		}
-		var ev syncmedic.Event
+		var ev incident.Event
 		if err := json.Unmarshal(body, &ev); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -74,8 +74,8 @@ func newWebhook(t *testing.T, url string, client *http.Client) notify.Notifier {
 	return n
 }
 
-func event(id string, kind syncmedic.EventKind) syncmedic.Event {
-	return syncmedic.Event{Kind: kind, At: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), Incident: syncmedic.Incident{ID: id}}
+func event(id string, kind incident.EventKind) incident.Event {
+	return incident.Event{Kind: kind, At: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), Incident: incident.Incident{ID: id}}
 }
 
 func TestAHungDestinationIsCutOffRetriedAndDeliveredOnceItAnswers(t *testing.T) {
@@ -89,7 +89,7 @@ func TestAHungDestinationIsCutOffRetriedAndDeliveredOnceItAnswers(t *testing.T) 
 		notify.Destination{Name: "hung", Notifier: newWebhook(t, hung.URL, patient)},
 		notify.Destination{Name: "up", Notifier: newWebhook(t, up.URL, patient)})
 	want := []string{"a:opened", "a:resolved"}
-	for _, w := range []syncmedic.EventKind{syncmedic.EventOpened, syncmedic.EventResolved} {
+	for _, w := range []incident.EventKind{incident.EventOpened, incident.EventResolved} {
 		d.Publish(event("a", w))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,7 +125,7 @@ func TestNotifierClientsGiveUpOnAServerThatNeverAnswers(t *testing.T) {
 		t.Run(tc.name+" times out on a silent server and asks for a retry", func(t *testing.T) {
 			hung := newHungServer(t)
 			n := tc.new(t, hung.URL, notify.NewHTTPClient(100*time.Millisecond))
-			retry, err := n.Notify(context.Background(), event("a", syncmedic.EventOpened))
+			retry, err := n.Notify(context.Background(), event("a", incident.EventOpened))
 			require.Error(t, err)
 			require.ErrorContains(t, err, "Timeout")
 			require.True(t, retry)
@@ -158,7 +158,7 @@ func counter(t *testing.T, reg *prometheus.Registry, notifier, result string) fl
 
 func newSlackBot(t *testing.T, url string, client *http.Client) notify.Notifier {
 	t.Helper()
-	notes, err := syncmedic.NewTracker(context.Background(), syncmedic.TrackerOptions{})
+	notes, err := incident.NewTracker(context.Background(), incident.TrackerOptions{})
 	require.NoError(t, err)
 	n, err := slacknotify.New(slacknotify.Options{Token: "xoxb-test", Channel: "#incidents", Notes: notes, APIURL: url + "/", HTTPClient: client})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // Filter selects incidents. Empty fields match everything.
@@ -61,7 +62,7 @@ func parseFilter(q url.Values) (Filter, error) {
 }
 
 // Match reports whether inc passes the filter.
-func (f Filter) Match(inc *syncmedic.Incident) bool {
+func (f Filter) Match(inc *incident.Incident) bool {
 	o := inc.Finding.Object
 	switch {
 	case f.State == "open" && !inc.IsOpen(), f.State == "resolved" && inc.IsOpen():
@@ -103,7 +104,7 @@ type scope struct {
 	app, appNamespace, project string
 }
 
-func (s scope) allows(inc *syncmedic.Incident) bool {
+func (s scope) allows(inc *incident.Incident) bool {
 	if s.app == "" {
 		return true
 	}
@@ -118,7 +119,7 @@ func (s scope) allows(inc *syncmedic.Incident) bool {
 
 // selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then
 // by opening time.
-func selectIncidents(all []syncmedic.Incident, s scope, f Filter, access func(syncmedic.Incident) *FixAccess) []Incident {
+func selectIncidents(all []incident.Incident, s scope, f Filter, access func(incident.Incident) *FixAccess) []Incident {
 	out := []Incident{}
 	for i := range all {
 		if s.allows(&all[i]) && f.Match(&all[i]) {
@@ -128,7 +129,7 @@ func selectIncidents(all []syncmedic.Incident, s scope, f Filter, access func(sy
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		oi, oj := out[i].State != string(syncmedic.StateResolved), out[j].State != string(syncmedic.StateResolved)
+		oi, oj := out[i].State != string(incident.StateResolved), out[j].State != string(incident.StateResolved)
 		if oi != oj {
 			return oi
 		}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // FixSuffix ends the path of an incident's fix: POST IncidentsPath + "/{id}" + FixSuffix.
@@ -29,7 +30,7 @@ type FixRequest struct {
 type Fix struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	syncmedic.FixResult
+	remedy.FixResult
 	// RequestedBy is the caller as recorded in the audit trail.
 	RequestedBy string `json:"requestedBy"`
 }
@@ -81,19 +82,19 @@ func (a *api) fix(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	c := caller(r.Header)
-	res, err := a.o.Fix(r.Context(), id, syncmedic.FixRequest{Caller: c, Confirm: req.Confirm})
+	res, err := a.o.Fix(r.Context(), id, remedy.FixRequest{Caller: c, Confirm: req.Confirm})
 	out := Fix{APIVersion: APIVersion, Kind: "FixResult", FixResult: res, RequestedBy: c.String()}
 	if res.DryRun {
 		out.Kind = "FixPlan"
 	}
 	if err != nil {
-		fe, ok := syncmedic.IsFixError(err)
+		fe, ok := remedy.IsFixError(err)
 		if !ok {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		ref := FixRefusal{Error: fe.Msg, Reason: string(fe.Code)}
-		if fe.Code == syncmedic.FixConflict && res.Confirm != "" {
+		if fe.Code == remedy.FixConflict && res.Confirm != "" {
 			ref.Plan = &out
 		}
 		if fe.RetryAfter > 0 {
@@ -106,15 +107,15 @@ func (a *api) fix(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func fixStatus(c syncmedic.FixErrorCode) int {
+func fixStatus(c remedy.FixErrorCode) int {
 	switch c {
-	case syncmedic.FixNotFound:
+	case remedy.FixNotFound:
 		return http.StatusNotFound
-	case syncmedic.FixForbidden:
+	case remedy.FixForbidden:
 		return http.StatusForbidden
-	case syncmedic.FixConflict:
+	case remedy.FixConflict:
 		return http.StatusConflict
-	case syncmedic.FixRateLimited:
+	case remedy.FixRateLimited:
 		return http.StatusTooManyRequests
 	default:
 		return http.StatusServiceUnavailable
@@ -135,10 +136,10 @@ func (a *api) visible(r *http.Request, id string) bool {
 
 // caller names who asks: the Argo CD user and groups argocd-server's proxy extension forwards, or the holder of the
 // API token.
-func caller(h http.Header) syncmedic.Caller {
+func caller(h http.Header) policy.Caller {
 	user := strings.TrimSpace(h.Get(headerUsername))
 	if user == "" {
-		return syncmedic.Caller{Via: "api-token"}
+		return policy.Caller{Via: "api-token"}
 	}
 	var groups []string
 	for _, g := range strings.Split(h.Get(headerGroups), ",") {
@@ -146,5 +147,5 @@ func caller(h http.Header) syncmedic.Caller {
 			groups = append(groups, g)
 		}
 	}
-	return syncmedic.Caller{User: user, Groups: groups, Via: "argocd-extension"}
+	return policy.Caller{User: user, Groups: groups, Via: "argocd-extension"}
 }

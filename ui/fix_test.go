@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // recordingRemedier counts real and dry-run calls (the HTTP layer is what these tests prove; the remedies
@@ -49,7 +52,7 @@ rules:
 
 type fixRig struct {
 	srv *httptest.Server
-	tr  *syncmedic.Tracker
+	tr  *incident.Tracker
 	rem *recordingRemedier
 	// checkout and billing are the IDs of the incidents of two Argo CD applications.
 	checkout, billing string
@@ -58,11 +61,11 @@ type fixRig struct {
 // newFixRig serves the API over a real tracker with two open hook incidents (apps checkout and billing).
 func newFixRig(t testing.TB) *fixRig {
 	t.Helper()
-	p, err := syncmedic.LoadPolicy([]byte(fixPolicy))
+	p, err := policy.LoadPolicy([]byte(fixPolicy))
 	require.NoError(t, err)
 	r := &fixRig{rem: &recordingRemedier{}}
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: syncmedic.Remediers{syncmedic.ActionRemoveHookFinalizer: r.rem}, Identity: "syncmedic-0"})
-	r.tr, err = syncmedic.NewTracker(context.Background(), syncmedic.TrackerOptions{Policy: func() *syncmedic.Policy { return p }, Remediation: stage})
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: syncmedic.Remediers{syncmedic.ActionRemoveHookFinalizer: r.rem}, Identity: "syncmedic-0"})
+	r.tr, err = incident.NewTracker(context.Background(), incident.TrackerOptions{Policy: func() *policy.Policy { return p }, Remediation: stage})
 	require.NoError(t, err)
 	incs := fixtureIncidents()
 	checkout, billing := incs[0].Finding, incs[3].Finding
@@ -76,7 +79,8 @@ func newFixRig(t testing.TB) *fixRig {
 			r.billing = inc.ID
 		}
 	}
-	hs, err := Handlers(Options{Incidents: r.tr.Incidents, Token: []byte(apiToken), Fix: r.tr.Fix, MayFix: r.tr.MayFix, Changes: r.tr.Changes})
+	fixer := remedy.NewFixer(stage, r.tr)
+	hs, err := Handlers(Options{Incidents: r.tr.Incidents, Token: []byte(apiToken), Fix: fixer.Fix, MayFix: fixer.MayFix, Changes: r.tr.Changes})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for p, h := range hs {
@@ -139,7 +143,7 @@ func TestAFixIsPlannedThenConfirmedThroughTheAPI(t *testing.T) {
 			var done Fix
 			require.NoError(t, json.Unmarshal(body, &done))
 			require.Equal(t, "FixResult", done.Kind)
-			require.Equal(t, syncmedic.ResultSucceeded, done.Result)
+			require.Equal(t, incident.ResultSucceeded, done.Result)
 			require.True(t, done.Changed)
 			require.Equal(t, 1, r.rem.realCalls())
 

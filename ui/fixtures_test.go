@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // Secrets that live next to incidents in serve and must never appear in an API answer.
@@ -20,7 +21,7 @@ func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
 // fixtureIncidents are one open Argo CD incident (shop/checkout, with a dry-run attempt), one remediating Flux
 // incident (podinfo HelmRelease), one open cluster-check incident about an object checkout tracks (its project and
 // app namespace unknown), and one resolved incident of another Argo CD app (billing).
-func fixtureIncidents() []syncmedic.Incident {
+func fixtureIncidents() []incident.Incident {
 	hook := syncmedic.Finding{
 		Rule: "argocd/hook-finalizer-stuck", Severity: syncmedic.SeverityCritical,
 		Object: syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD, Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop",
@@ -57,22 +58,22 @@ func fixtureIncidents() []syncmedic.Incident {
 	billing := hook
 	billing.Object.Namespace, billing.Object.App, billing.Object.Project = "billing", "billing", "finance"
 	billing = billing.WithFingerprint()
-	return []syncmedic.Incident{
-		{ID: hook.Fingerprint + "-1773144000", Fingerprint: hook.Fingerprint, State: syncmedic.StateFiring, Finding: hook,
+	return []incident.Incident{
+		{ID: hook.Fingerprint + "-1773144000", Fingerprint: hook.Fingerprint, State: incident.StateFiring, Finding: hook,
 			OpenedAt: t0, UpdatedAt: t0.Add(5 * time.Minute), Plan: "policy: notify only (dry-run)",
-			Attempts: []syncmedic.Attempt{{At: t0.Add(time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultDryRun,
+			Attempts: []incident.Attempt{{At: t0.Add(time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultDryRun,
 				Steps: []string{"PatchResource batch/Job shop/migrate: test+remove /metadata/finalizers/0"}, Reason: "policy: notify for this rule"}},
 			Notes: map[string]string{"slack.channel": "C123", "slack.ts": "1773144000.000100", "slack.token": slackToken, "argocd.token": argocdToken}},
-		{ID: hr.Fingerprint + "-1773144600", Fingerprint: hr.Fingerprint, State: syncmedic.StateRemediating, Finding: hr,
+		{ID: hr.Fingerprint + "-1773144600", Fingerprint: hr.Fingerprint, State: incident.StateRemediating, Finding: hr,
 			OpenedAt: t0.Add(10 * time.Minute), UpdatedAt: t0.Add(11 * time.Minute), Auto: true, Plan: "policy: auto",
-			Attempts: []syncmedic.Attempt{{At: t0.Add(11 * time.Minute), Action: syncmedic.ActionFluxReconcile, Result: syncmedic.ResultStarted}}},
-		{ID: tracked.Fingerprint + "-1773144900", Fingerprint: tracked.Fingerprint, State: syncmedic.StateFiring, Finding: tracked,
+			Attempts: []incident.Attempt{{At: t0.Add(11 * time.Minute), Action: syncmedic.ActionFluxReconcile, Result: incident.ResultStarted}}},
+		{ID: tracked.Fingerprint + "-1773144900", Fingerprint: tracked.Fingerprint, State: incident.StateFiring, Finding: tracked,
 			OpenedAt: t0.Add(15 * time.Minute), UpdatedAt: t0.Add(15 * time.Minute)},
-		{ID: billing.Fingerprint + "-1773140400", Fingerprint: billing.Fingerprint, State: syncmedic.StateResolved, Finding: billing,
+		{ID: billing.Fingerprint + "-1773140400", Fingerprint: billing.Fingerprint, State: incident.StateResolved, Finding: billing,
 			OpenedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-30 * time.Minute), ResolvedAt: at(-30 * time.Minute), Auto: true,
-			Attempts: []syncmedic.Attempt{
-				{At: t0.Add(-50 * time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultFailed, Error: "PatchResource: rpc error: code = Unavailable"},
-				{At: t0.Add(-40 * time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultSucceeded, Changed: true,
+			Attempts: []incident.Attempt{
+				{At: t0.Add(-50 * time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultFailed, Error: "PatchResource: rpc error: code = Unavailable"},
+				{At: t0.Add(-40 * time.Minute), Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultSucceeded, Changed: true,
 					Steps: []string{"PatchResource batch/Job billing/migrate: test+remove /metadata/finalizers/0"}}}},
 	}
 }

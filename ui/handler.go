@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // The paths the handlers serve.
@@ -24,16 +27,16 @@ const (
 // Options configure the handlers.
 type Options struct {
 	// Incidents returns the tracker's incidents (Tracker.Incidents); it may return nil.
-	Incidents func() []syncmedic.Incident
+	Incidents func() []incident.Incident
 	// Token is the bearer token every API request must carry. Required.
 	Token []byte
 	// Log receives one debug line per API request (never the token).
 	Log *slog.Logger
-	// Fix plans and applies an incident's remedy on a person's request (Tracker.Fix); nil: the API is read-only.
-	Fix func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error)
-	// MayFix says whether a caller may fix an incident on demand (Tracker.MayFix), so the page and the extension
+	// Fix plans and applies an incident's remedy on a person's request (remedy.Fixer.Fix); nil: the API is read-only.
+	Fix func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error)
+	// MayFix says whether a caller may fix an incident on demand (remedy.Fixer.MayFix), so the page and the extension
 	// offer a Fix button only where the policy allows it.
-	MayFix func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string)
+	MayFix func(inc incident.Incident, c policy.Caller) (bool, string)
 	// Changes returns a channel closed at the next change of the incidents (Tracker.Changes); nil: watch=true
 	// re-reads the incidents every second.
 	Changes func() <-chan struct{}
@@ -122,16 +125,16 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 }
 
 // view is the API view of inc for the caller of r.
-func (a *api) view(r *http.Request, inc syncmedic.Incident) Incident {
+func (a *api) view(r *http.Request, inc incident.Incident) Incident {
 	v := newIncident(inc)
 	v.Fix = a.access(r)(inc)
 	return v
 }
 
 // access says, per incident, whether the caller of r may fix it on demand (nil when serve offers no fix at all).
-func (a *api) access(r *http.Request) func(syncmedic.Incident) *FixAccess {
+func (a *api) access(r *http.Request) func(incident.Incident) *FixAccess {
 	c := caller(r.Header)
-	return func(inc syncmedic.Incident) *FixAccess {
+	return func(inc incident.Incident) *FixAccess {
 		if a.o.Fix == nil || a.o.MayFix == nil || inc.Finding.Remedy.Action == syncmedic.ActionNone {
 			return nil
 		}

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // APIVersion names the shape of every response of the incident API. It changes only when a field is removed or
@@ -19,7 +19,7 @@ type IncidentList struct {
 }
 
 // Incident is one incident as the API shows it: what is stuck, why syncmedic thinks so, the fix, and what was done.
-// It is a view of syncmedic.Incident that leaves out what notifiers keep for themselves (Slack threads, delivery
+// It is a view of incident.Incident that leaves out what notifiers keep for themselves (Slack threads, delivery
 // state) and the remedy's internal parameters.
 type Incident struct {
 	ID       string `json:"id"`
@@ -123,7 +123,7 @@ type TimelineEntry struct {
 }
 
 // newIncident builds the API view of inc.
-func newIncident(inc syncmedic.Incident) Incident {
+func newIncident(inc incident.Incident) Incident {
 	f := inc.Finding
 	out := Incident{
 		ID: inc.ID, State: string(inc.State), Rule: string(f.Rule), Title: inc.Title(), Severity: f.Severity.String(),
@@ -160,7 +160,7 @@ func newIncident(inc syncmedic.Incident) Incident {
 }
 
 // timeline derives the audit trail from the incident's times and attempts.
-func timeline(inc syncmedic.Incident) []TimelineEntry {
+func timeline(inc incident.Incident) []TimelineEntry {
 	t := []TimelineEntry{{At: inc.OpenedAt, Kind: "opened", Text: inc.Finding.Summary}}
 	for _, a := range inc.Attempts {
 		text := string(a.Action) + ": " + string(a.Result)

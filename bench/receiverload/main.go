@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/bench/internal/benchutil"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 func main() {
@@ -129,7 +129,7 @@ func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string, res *benchut
 // receiverTarget is syncmedic's receiver wired as serve wires it, with a tracker behind it.
 type receiverTarget struct {
 	receiver   *flux.Receiver
-	tracker    *syncmedic.Tracker
+	tracker    *incident.Tracker
 	accepted   atomic.Int64
 	dispatched atomic.Int64
 }
@@ -139,7 +139,7 @@ type receiverTarget struct {
 // and reports the findings to a real tracker.
 func startReceiver(ctx context.Context, fx *fixture, token []byte) (*receiverTarget, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Log: log})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,9 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/bench/internal/benchutil"
 )
@@ -79,7 +79,7 @@ func watchAll(addr, dir string, want, updates int64, cpuprofile string) (measure
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Log: log})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Log: log})
 	if err != nil {
 		return measure{}, err
 	}

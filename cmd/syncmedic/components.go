@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -46,15 +49,15 @@ type serveDeps struct {
 	// the subject register a handler for their prefix with Triggers.Handle.
 	Triggers *triggers
 	// Policy returns the remediation policy in force (nil in tests that build deps by hand).
-	Policy func() *syncmedic.Policy
+	Policy func() *policy.Policy
 	// Incidents returns the tracker's incidents, open first (nil before the tracker exists, which is only while
 	// components start).
-	Incidents func() []syncmedic.Incident
+	Incidents func() []incident.Incident
 	// Fix plans or applies an incident's remedy on a person's request, as the policy's fixBy allows
-	// (Tracker.Fix); Changes signals the next change of the incidents (Tracker.Changes). Both wait for the tracker.
-	Fix     func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error)
+	// (remedy.Fixer.Fix); Changes signals the next change of the incidents (Tracker.Changes). Both wait for the tracker.
+	Fix     func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error)
 	Changes func() <-chan struct{}
-	MayFix  func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string)
+	MayFix  func(inc incident.Incident, c policy.Caller) (bool, string)
 }
 
 // serveParts is what a started component contributes.

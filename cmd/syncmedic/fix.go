@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -73,7 +74,7 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	var known *syncmedic.Incident
+	var known *incident.Incident
 	if store != nil {
 		if known, err = storedIncident(cmd.Context(), store, id); err != nil {
 			return &exitError{code: exitFailed, err: fmt.Errorf("reading the incident store: %w", err)}
@@ -118,7 +119,7 @@ func scanFor(ctx context.Context, sources []findingSource, fingerprint string) (
 // covered it, and a second scan that judges with no threshold at all (serve's policy may use lower ones than these)
 // does not find its condition either; otherwise exit 2, since an ID never seen, a finding the scan did not look for,
 // or a condition that still holds, is not fixed.
-func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveStore bool, known *syncmedic.Incident, problems []string) error {
+func notFound(ctx context.Context, out io.Writer, o *fixOptions, id fixID, haveStore bool, known *incident.Incident, problems []string) error {
 	if known == nil {
 		how := "`syncmedic scan` with the same flags lists the current findings, each with its `fix:` command (-o yaml)"
 		if !haveStore {

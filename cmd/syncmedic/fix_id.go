@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // fixID is what `syncmedic fix` is given: a finding's fingerprint (as `scan` prints it), or the ID of an incident
@@ -44,7 +45,7 @@ func parseFixID(s string) (fixID, error) {
 }
 
 // stateStore opens the incident store fix reads (the one serve writes), or returns nil when none is given.
-func (o *fixOptions) stateStore() (syncmedic.Store, error) {
+func (o *fixOptions) stateStore() (incident.Store, error) {
 	switch {
 	case o.stateConfigMap != "" && o.stateFile != "":
 		return nil, errors.New("give --state-configmap or --state-file, not both")
@@ -53,7 +54,7 @@ func (o *fixOptions) stateStore() (syncmedic.Store, error) {
 		if _, err := os.Stat(o.stateFile); err != nil {
 			return nil, fmt.Errorf("--state-file: %w", err)
 		}
-		return &syncmedic.FileStore{Path: o.stateFile}, nil
+		return &incident.FileStore{Path: o.stateFile}, nil
 	case o.stateConfigMap != "":
 		ns, name, err := splitRef("--state-configmap", o.stateConfigMap)
 		if err != nil {
@@ -70,19 +71,19 @@ func (o *fixOptions) stateStore() (syncmedic.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", o.live.kubeconfig, err)
 		}
-		return &syncmedic.ConfigMapStore{Client: c, Namespace: ns, Name: name}, nil
+		return &incident.ConfigMapStore{Client: c, Namespace: ns, Name: name}, nil
 	}
 	return nil, nil
 }
 
 // storedIncident returns the stored incident id names: the incident itself for an incident ID, else the latest
 // incident of the fingerprint; nil when the store does not know it.
-func storedIncident(ctx context.Context, store syncmedic.Store, id fixID) (*syncmedic.Incident, error) {
+func storedIncident(ctx context.Context, store incident.Store, id fixID) (*incident.Incident, error) {
 	incidents, err := store.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var latest *syncmedic.Incident
+	var latest *incident.Incident
 	for i := range incidents {
 		inc := &incidents[i]
 		if id.incident != "" && inc.ID == id.incident {

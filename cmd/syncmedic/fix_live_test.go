@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -167,8 +168,8 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 		after := stored(t, argo, appName, job)
 		stateFile := filepath.Join(dir, "state.json")
 		opened := time.Unix(1773144000, 0).UTC()
-		require.NoError(t, (&syncmedic.FileStore{Path: stateFile}).Save(context.Background(), []syncmedic.Incident{{
-			ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: appName, State: syncmedic.StateRemediating,
+		require.NoError(t, (&incident.FileStore{Path: stateFile}).Save(context.Background(), []incident.Incident{{
+			ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: appName, State: incident.StateRemediating,
 			Finding: f, OpenedAt: opened, UpdatedAt: opened}}))
 		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint + "-1773144000", "--yes", "--state-file", stateFile}, flags(adminFile)...)...)
 		require.Equal(t, exitOK, code, errOut)

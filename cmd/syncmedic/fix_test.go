@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -93,22 +94,22 @@ func TestFixTakesEitherIDAndOnlyCallsAKnownFindingFixed(t *testing.T) {
 	pod := storedFinding(syncmedic.RuleStuckTerminating, syncmedic.ActionNone, syncmedic.ObjectRef{
 		Tool: syncmedic.ToolKubernetes, Version: "v1", Kind: "Pod", Namespace: ns, Name: "web-0"})
 	opened := time.Unix(1773144000, 0).UTC()
-	incident := func(id string, f syncmedic.Finding, state syncmedic.IncidentState) syncmedic.Incident {
-		return syncmedic.Incident{ID: id, Fingerprint: f.Fingerprint, Subject: ns, State: state, Finding: f, OpenedAt: opened, UpdatedAt: opened}
+	newIncident := func(id string, f syncmedic.Finding, state incident.IncidentState) incident.Incident {
+		return incident.Incident{ID: id, Fingerprint: f.Fingerprint, Subject: ns, State: state, Finding: f, OpenedAt: opened, UpdatedAt: opened}
 	}
-	incidents := []syncmedic.Incident{
-		incident(fp+"-1773144000", current, syncmedic.StateFiring),
-		incident(gone.Fingerprint+"-1773144000-2", gone, syncmedic.StateRemediating),
-		incident(argo.Fingerprint+"-1773144000", argo, syncmedic.StateFiring),
-		incident(pod.Fingerprint+"-1773144000", pod, syncmedic.StateFiring),
+	incidents := []incident.Incident{
+		newIncident(fp+"-1773144000", current, incident.StateFiring),
+		newIncident(gone.Fingerprint+"-1773144000-2", gone, incident.StateRemediating),
+		newIncident(argo.Fingerprint+"-1773144000", argo, incident.StateFiring),
+		newIncident(pod.Fingerprint+"-1773144000", pod, incident.StateFiring),
 	}
 	stateFile := filepath.Join(t.TempDir(), "state.json")
-	require.NoError(t, (&syncmedic.FileStore{Path: stateFile}).Save(ctx, incidents))
+	require.NoError(t, (&incident.FileStore{Path: stateFile}).Save(ctx, incidents))
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
 	require.NoError(t, err)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	require.NoError(t, (&syncmedic.ConfigMapStore{Client: kube, Namespace: ns, Name: "syncmedic-state"}).Save(ctx, incidents))
+	require.NoError(t, (&incident.ConfigMapStore{Client: kube, Namespace: ns, Name: "syncmedic-state"}).Save(ctx, incidents))
 	stored, err := os.ReadFile(stateFile)
 	require.NoError(t, err)
 	withFile := append([]string{"--state-file", stateFile}, live...)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
 )
@@ -47,8 +48,8 @@ func TestScanAndFixReadAndWriteHelmReleasesThroughV2beta2OnFlux22(t *testing.T) 
 		stateFile := filepath.Join(t.TempDir(), "state.json")
 		opened := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 		id := fmt.Sprintf("%s-%d", f.Fingerprint, opened.Unix())
-		require.NoError(t, (&syncmedic.FileStore{Path: stateFile}).Save(context.Background(), []syncmedic.Incident{{
-			ID: id, Fingerprint: f.Fingerprint, Subject: flux.ReleaseSubject(ns, "redis"), State: syncmedic.StateFiring,
+		require.NoError(t, (&incident.FileStore{Path: stateFile}).Save(context.Background(), []incident.Incident{{
+			ID: id, Fingerprint: f.Fingerprint, Subject: flux.ReleaseSubject(ns, "redis"), State: incident.StateFiring,
 			Finding: f, OpenedAt: opened, UpdatedAt: opened}}))
 		code, out, errOut := runCLI(t, "fix", id, "--kubeconfig", env.Kubeconfig, "--state-file", stateFile, "--yes")
 		require.Equal(t, exitUsage, code, out+errOut)

@@ -23,8 +23,11 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/leader"
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -76,7 +79,7 @@ func serveCommand(o *serveOptions) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", ":9292", "address serving /healthz, /readyz, /metrics and the receivers")
 	f.StringVar(&o.policyFile, "policy-file", "", "remediation policy YAML file (default: notify every rule, act on none)")
-	f.StringVar(&o.policyConfigMap, "policy-configmap", "", "remediation policy ConfigMap as namespace/name (key "+syncmedic.PolicyConfigMapKey+")")
+	f.StringVar(&o.policyConfigMap, "policy-configmap", "", "remediation policy ConfigMap as namespace/name (key "+policy.PolicyConfigMapKey+")")
 	f.DurationVar(&o.policyReload, "policy-reload-interval", 15*time.Second, "how often the policy file or ConfigMap is re-read (an invalid policy is logged and the last good one kept)")
 	f.StringVar(&o.stateConfigMap, "state-configmap", "", "ConfigMap (namespace/name) where open incidents and Slack threads are persisted")
 	f.StringVar(&o.stateFile, "state-file", "", "file where incidents are persisted when not using --state-configmap")
@@ -177,8 +180,9 @@ type daemon struct {
 	policy     *policyHolder
 	elector    *leader.Elector
 	dispatcher *notify.Dispatcher
-	tracker    *syncmedic.Tracker
-	stage      *syncmedic.RemediationStage
+	tracker    *incident.Tracker
+	stage      *remedy.RemediationStage
+	fixer      *remedy.Fixer // fixes on demand, once the tracker exists
 	parts      []serveParts
 	names      []string
 	// failed holds each component's last source failure; ready and beat back /readyz and /healthz.
@@ -189,8 +193,8 @@ type daemon struct {
 	restartBackOff func() backoff.BackOff
 }
 
-func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, policy *policyHolder, log *slog.Logger) (*daemon, error) {
-	d := &daemon{o: o, log: log, reg: newMetricsRegistry(), policy: policy, beat: newHeartbeat(time.Now)}
+func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, holder *policyHolder, log *slog.Logger) (*daemon, error) {
+	d := &daemon{o: o, log: log, reg: newMetricsRegistry(), policy: holder, beat: newHeartbeat(time.Now)}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	identity := replicaIdentity(o.identity)
 	leading := func() bool { return true }
@@ -208,18 +212,18 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 		}
 		d.elector, leading = el, el.IsLeader
 	}
-	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}, Policy: policy.Get,
-		Incidents: func() []syncmedic.Incident {
+	deps := serveDeps{Log: log, Kube: cfg, Metrics: d.reg, Thresholds: o.thresholds, Triggers: &triggers{}, Policy: holder.Get,
+		Incidents: func() []incident.Incident {
 			if d.tracker == nil {
 				return nil
 			}
 			return d.tracker.Incidents()
 		},
-		Fix: func(ctx context.Context, id string, req syncmedic.FixRequest) (syncmedic.FixResult, error) {
-			if d.tracker == nil {
-				return syncmedic.FixResult{}, &syncmedic.FixError{Code: syncmedic.FixUnavailable, Msg: "syncmedic is starting", RetryAfter: 5 * time.Second}
+		Fix: func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error) {
+			if d.fixer == nil {
+				return remedy.FixResult{}, &remedy.FixError{Code: remedy.FixUnavailable, Msg: "syncmedic is starting", RetryAfter: 5 * time.Second}
 			}
-			return d.tracker.Fix(ctx, id, req)
+			return d.fixer.Fix(ctx, id, req)
 		},
 		Changes: func() <-chan struct{} {
 			if d.tracker == nil {
@@ -229,11 +233,11 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 			}
 			return d.tracker.Changes()
 		},
-		MayFix: func(inc syncmedic.Incident, c syncmedic.Caller) (bool, string) {
-			if d.tracker == nil {
+		MayFix: func(inc incident.Incident, c policy.Caller) (bool, string) {
+			if d.fixer == nil {
 				return false, "syncmedic is starting"
 			}
-			return d.tracker.MayFix(inc, c)
+			return d.fixer.MayFix(inc, c)
 		}}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {
@@ -266,16 +270,17 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	if err != nil {
 		return nil, err
 	}
-	metrics := syncmedic.NewMetrics(d.reg)
+	metrics := incident.NewMetrics(d.reg)
 	d.dispatcher = notify.NewDispatcher(notify.DispatcherOptions{Log: log, Registerer: d.reg})
-	d.stage = syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: metrics, Workers: 4})
+	d.stage = remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: remedy.NewMetrics(d.reg), Workers: 4})
 	// A ConfigMap store may be unreachable at start (the apiserver restarting): serve starts anyway, unready, and
 	// announces nothing until the stored incidents load. A state file that cannot be read is an error at once.
-	d.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Policy: policy.Get, Publisher: reevaluateAfterRemedies(d.dispatcher, deps.Triggers),
+	d.tracker, err = incident.NewTracker(ctx, incident.TrackerOptions{Store: store, Policy: holder.Get, Publisher: reevaluateAfterRemedies(d.dispatcher, deps.Triggers),
 		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics, LoadLater: o.stateConfigMap != ""})
 	if err != nil {
 		return nil, fmt.Errorf("load incidents: %w", err)
 	}
+	d.fixer = remedy.NewFixer(d.stage, d.tracker)
 	if o.stateConfigMap != "" {
 		d.ready.add("state", func() error {
 			if err := d.tracker.StoreError(); err != nil {
@@ -440,10 +445,10 @@ var remedyRecheck = []time.Duration{2 * time.Second, 10 * time.Second}
 // attempt that succeeded with Changed), asks the subject's component to evaluate it again at once: a removed hook
 // finalizer or a terminated operation need not show in the Application object, and the incident would otherwise
 // stay open until the next live-state read (--argocd-live-resync). Subjects no component owns are ignored.
-func reevaluateAfterRemedies(next syncmedic.Publisher, t *triggers) syncmedic.Publisher {
-	return syncmedic.PublisherFunc(func(ev syncmedic.Event) {
+func reevaluateAfterRemedies(next incident.Publisher, t *triggers) incident.Publisher {
+	return incident.PublisherFunc(func(ev incident.Event) {
 		next.Publish(ev)
-		if a := ev.Attempt; ev.Kind == syncmedic.EventRemediated && a != nil && a.Changed && a.Result == syncmedic.ResultSucceeded {
+		if a := ev.Attempt; ev.Kind == incident.EventRemediated && a != nil && a.Changed && a.Result == incident.ResultSucceeded {
 			subject := ev.Incident.Subject
 			t.Fire(subject)
 			// The controllers act on the change a moment later (the garbage collector deletes the Job whose last

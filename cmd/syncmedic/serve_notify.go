@@ -41,7 +41,7 @@ type notifyOptions struct {
 }
 
 // notifyState is what the notifiers keep and read in the tracker: Slack's threads, and the incidents Alertmanager
-// re-posts. *syncmedic.Tracker implements it.
+// re-posts. *incident.Tracker implements it.
 type notifyState interface {
 	notify.Notes
 	alertmanager.Incidents

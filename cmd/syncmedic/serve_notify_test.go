@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
-
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 func TestNotifyFlagsBuildTheDestinations(t *testing.T) {
@@ -58,7 +57,7 @@ func TestNotifyFlagsBuildTheDestinations(t *testing.T) {
 			cmd := &cobra.Command{Use: "serve"}
 			addNotifyFlags(cmd, &o)
 			require.NoError(t, cmd.ParseFlags(tc.args))
-			tracker, err := syncmedic.NewTracker(context.Background(), syncmedic.TrackerOptions{})
+			tracker, err := incident.NewTracker(context.Background(), incident.TrackerOptions{})
 			require.NoError(t, err)
 			dests, err := o.destinations(tracker, nil, "syncmedic-0")
 			if tc.err != "" {

@@ -15,14 +15,16 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
 // policyHolder keeps the current policy and re-reads its source every interval; an invalid new policy is logged
 // and the last good one stays in force.
 type policyHolder struct {
-	cur      atomic.Pointer[syncmedic.Policy]
-	load     func(ctx context.Context) (*syncmedic.Policy, error) // nil: the default policy, never reloaded
+	cur      atomic.Pointer[policy.Policy]
+	load     func(ctx context.Context) (*policy.Policy, error) // nil: the default policy, never reloaded
 	interval time.Duration
 	source   string
 	log      *slog.Logger
@@ -36,7 +38,7 @@ func newPolicyHolder(ctx context.Context, o *serveOptions, kube kubernetes.Inter
 	case o.policyFile != "":
 		file := o.policyFile
 		h.source = "file " + file
-		h.load = func(context.Context) (*syncmedic.Policy, error) { return syncmedic.LoadPolicyFile(file) }
+		h.load = func(context.Context) (*policy.Policy, error) { return policy.LoadPolicyFile(file) }
 	case o.policyConfigMap != "":
 		ns, name, err := splitRef("--policy-configmap", o.policyConfigMap)
 		if err != nil {
@@ -46,19 +48,19 @@ func newPolicyHolder(ctx context.Context, o *serveOptions, kube kubernetes.Inter
 			return nil, errors.New("--policy-configmap needs a cluster: give --kubeconfig or run in a Pod")
 		}
 		h.source = "ConfigMap " + o.policyConfigMap
-		h.load = func(ctx context.Context) (*syncmedic.Policy, error) {
+		h.load = func(ctx context.Context) (*policy.Policy, error) {
 			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("policy ConfigMap %s/%s: %w", ns, name, err)
 			}
-			p, err := syncmedic.LoadPolicy([]byte(cm.Data[syncmedic.PolicyConfigMapKey]))
+			p, err := policy.LoadPolicy([]byte(cm.Data[policy.PolicyConfigMapKey]))
 			if err != nil {
-				return nil, fmt.Errorf("policy ConfigMap %s/%s key %s: %w", ns, name, syncmedic.PolicyConfigMapKey, err)
+				return nil, fmt.Errorf("policy ConfigMap %s/%s key %s: %w", ns, name, policy.PolicyConfigMapKey, err)
 			}
 			return p, nil
 		}
 	}
-	p := syncmedic.DefaultPolicy()
+	p := policy.DefaultPolicy()
 	if h.load != nil {
 		var err error
 		if p, err = h.load(ctx); err != nil {
@@ -71,7 +73,7 @@ func newPolicyHolder(ctx context.Context, o *serveOptions, kube kubernetes.Inter
 }
 
 // Get returns the policy in force.
-func (h *policyHolder) Get() *syncmedic.Policy { return h.cur.Load() }
+func (h *policyHolder) Get() *policy.Policy { return h.cur.Load() }
 
 // reload re-reads the policy until ctx ends.
 func (h *policyHolder) reload(ctx context.Context) error {
@@ -99,7 +101,7 @@ func (h *policyHolder) reload(ctx context.Context) error {
 }
 
 // applyPolicyThresholds lets the policy override the age thresholds given by flags.
-func applyPolicyThresholds(th *snapshot.Thresholds, p *syncmedic.Policy) {
+func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 	for id, field := range map[syncmedic.RuleID]*time.Duration{
 		syncmedic.RuleHookFinalizerStuck:       &th.ArgoCD.HookFinalizer,
 		syncmedic.RuleHookCompletionMissed:     &th.ArgoCD.HookCompletion,
@@ -120,7 +122,7 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *syncmedic.Policy) {
 }
 
 // stateStore picks where incidents persist: --state-configmap, --state-file, else memory (with a warning).
-func stateStore(o *serveOptions, kube kubernetes.Interface, log *slog.Logger) (syncmedic.Store, error) {
+func stateStore(o *serveOptions, kube kubernetes.Interface, log *slog.Logger) (incident.Store, error) {
 	switch {
 	case o.stateConfigMap != "" && o.stateFile != "":
 		return nil, errors.New("give --state-configmap or --state-file, not both")
@@ -132,12 +134,12 @@ func stateStore(o *serveOptions, kube kubernetes.Interface, log *slog.Logger) (s
 		if kube == nil {
 			return nil, errors.New("--state-configmap needs a cluster: give --kubeconfig or run in a Pod")
 		}
-		return &syncmedic.ConfigMapStore{Client: kube, Namespace: ns, Name: name}, nil
+		return &incident.ConfigMapStore{Client: kube, Namespace: ns, Name: name}, nil
 	case o.stateFile != "":
-		return &syncmedic.FileStore{Path: o.stateFile}, nil
+		return &incident.FileStore{Path: o.stateFile}, nil
 	}
 	log.Warn("incidents are kept in memory only: a restart announces open incidents again; set --state-configmap or --state-file")
-	return &syncmedic.MemoryStore{}, nil
+	return &incident.MemoryStore{}, nil
 }
 
 func splitRef(flag, v string) (ns, name string, err error) {

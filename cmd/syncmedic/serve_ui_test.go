@@ -6,12 +6,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/ui"
 )
 
 func TestStartUI(t *testing.T) {
-	deps := serveDeps{Log: slog.New(slog.DiscardHandler), Incidents: func() []syncmedic.Incident { return nil }}
+	deps := serveDeps{Log: slog.New(slog.DiscardHandler), Incidents: func() []incident.Incident { return nil }}
 	for _, tc := range []struct {
 		name      string
 		opts      uiOptions

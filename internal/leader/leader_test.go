@@ -15,9 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/notify"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -85,19 +88,19 @@ func startReplica(t *testing.T, env *testenv.Env, ns, id, slackURL string, stuck
 	r.elector, err = New(Options{Client: env.Clientset, Namespace: ns, Name: "syncmedic", Identity: id,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
 	require.NoError(t, err)
-	policy, err := syncmedic.LoadPolicy([]byte("rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n"))
+	pol, err := policy.LoadPolicy([]byte("rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n"))
 	require.NoError(t, err)
 	disp := notify.NewDispatcher(notify.DispatcherOptions{MinBackoff: 10 * time.Millisecond})
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Identity: id, Remediers: syncmedic.Remediers{
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Identity: id, Remediers: syncmedic.Remediers{
 		syncmedic.ActionRemoveHookFinalizer: syncmedic.RemedierFunc(func(_ context.Context, f syncmedic.Finding, dry bool) (syncmedic.Outcome, error) {
 			if !dry {
 				r.calls.Add(1)
 			}
 			return syncmedic.Outcome{Action: f.Remedy.Action, DryRun: dry, Changed: !dry, Steps: []string{"PatchResource"}}, nil
 		})}})
-	tracker, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{
-		Store:  &syncmedic.ConfigMapStore{Client: env.Clientset, Namespace: ns, Name: "syncmedic-state"},
-		Policy: func() *syncmedic.Policy { return policy }, Publisher: disp, Remediation: stage, Leader: r.elector.IsLeader})
+	tracker, err := incident.NewTracker(ctx, incident.TrackerOptions{
+		Store:  &incident.ConfigMapStore{Client: env.Clientset, Namespace: ns, Name: "syncmedic-state"},
+		Policy: func() *policy.Policy { return pol }, Publisher: disp, Remediation: stage, Leader: r.elector.IsLeader})
 	require.NoError(t, err)
 	sl, err := slacknotify.New(slacknotify.Options{Token: "xoxb-test", Channel: "#incidents", Notes: tracker, APIURL: slackURL})
 	require.NoError(t, err)

@@ -17,8 +17,10 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/kube"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // throughProxy returns a copy of cfg that reaches the apiserver through a tcpProxy (the apiserver's certificate
@@ -34,8 +36,8 @@ func throughProxy(t *testing.T, cfg *rest.Config) (*rest.Config, *testenv.Proxy)
 }
 
 // incidentsAbout returns the incidents whose finding's object is namespace/name (any kind).
-func incidentsAbout(tr *syncmedic.Tracker, rule syncmedic.RuleID, namespace, name string) []syncmedic.Incident {
-	var out []syncmedic.Incident
+func incidentsAbout(tr *incident.Tracker, rule syncmedic.RuleID, namespace, name string) []incident.Incident {
+	var out []incident.Incident
 	for _, inc := range tr.Incidents() {
 		o := inc.Finding.Object
 		if inc.Finding.Rule == rule && o.Namespace == namespace && o.Name == name {
@@ -53,10 +55,10 @@ func TestApiserverOutageLosesNoFinding(t *testing.T) {
 	cfg, proxy := throughProxy(t, env.Config)
 	nsA, nsB := env.Namespace(t), env.Namespace(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	pol, err := syncmedic.LoadPolicy([]byte("resolveAfter: 1\n"))
+	pol, err := policy.LoadPolicy([]byte("resolveAfter: 1\n"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Policy: func() *syncmedic.Policy { return pol }, Log: log})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Policy: func() *policy.Policy { return pol }, Log: log})
 	require.NoError(t, err)
 	scanner, err := kube.NewScanner(kube.ScannerOptions{Config: cfg, Cluster: "outage", Kinds: []string{"jobs.batch"},
 		Thresholds: kube.Thresholds{Terminating: time.Second, WebhookBackend: time.Second, ArtifactGC: time.Second}, Log: log})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/incident"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -74,8 +75,8 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	p := startArgoPipeline(t, argo, proxy.Addr(), "resolveAfter: 1\nrules:\n  argocd/hook-completion-missed:\n    mode: auto\n    rerunHooks: true\n")
 	subject := argocd.Subject("", argo.Namespace, s.App.Name)
 
-	missed := func() []syncmedic.Incident {
-		var out []syncmedic.Incident
+	missed := func() []incident.Incident {
+		var out []incident.Incident
 		for _, inc := range p.incidents(subject) {
 			if inc.Finding.Rule == syncmedic.RuleHookCompletionMissed {
 				out = append(out, inc)
@@ -100,7 +101,7 @@ func TestArgoCDServerRestartMidRemediationCompletesTheRemedyOnce(t *testing.T) {
 	t.Run("one attempt, succeeded, that terminated and synced", func(t *testing.T) {
 		real := realAttempts(inc)
 		require.Len(t, real, 1, "%+v", real)
-		require.Equal(t, syncmedic.ResultSucceeded, real[0].Result, real[0].Error)
+		require.Equal(t, incident.ResultSucceeded, real[0].Result, real[0].Error)
 		steps := strings.Join(real[0].Steps, "\n")
 		require.Contains(t, steps, "TerminateOperation")
 		require.Contains(t, steps, "Sync app=")

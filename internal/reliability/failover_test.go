@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -22,7 +22,7 @@ func TestLeaderKilledWithNotificationsQueuedTheNewLeaderDeliversThemOnce(t *test
 	srv.fail(status(503))
 	dir := t.TempDir()
 	ns := env.Namespace(t)
-	store := &syncmedic.ConfigMapStore{Client: env.Clientset, Namespace: ns, Name: "syncmedic-state"}
+	store := &incident.ConfigMapStore{Client: env.Clientset, Namespace: ns, Name: "syncmedic-state"}
 	args := func(identity string) []string {
 		return []string{"--kubeconfig", env.Kubeconfig, "--kube-checks=false", "--flux-watch=false", "--kube-events=false",
 			"--leader-elect", "--leader-election-namespace", ns, "--identity", identity,

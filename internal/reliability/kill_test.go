@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/notify/kubeevents"
 )
@@ -21,7 +21,7 @@ func TestSIGKILLMidIncidentLosesNothingAndRepeatsNothing(t *testing.T) {
 	srv := newFakeSlack(t)
 	dir := t.TempDir()
 	stateNS := env.Namespace(t)
-	store := &syncmedic.ConfigMapStore{Client: env.Clientset, Namespace: stateNS, Name: "syncmedic-state"}
+	store := &incident.ConfigMapStore{Client: env.Clientset, Namespace: stateNS, Name: "syncmedic-state"}
 	policy := writeFile(t, dir, "policy.yaml", "resolveAfter: 1\n")
 	args := []string{"--kubeconfig", env.Kubeconfig, "--kube-checks=false", "--flux-watch=false",
 		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, dir, "argocd-token", argo.AdminToken(t)),
@@ -59,21 +59,21 @@ func TestSIGKILLMidIncidentLosesNothingAndRepeatsNothing(t *testing.T) {
 		incs, err := store.Load(context.Background())
 		require.NoError(t, err)
 		require.Len(t, incs, 1)
-		require.Equal(t, syncmedic.StateResolved, incs[0].State)
-		var real []syncmedic.Attempt
+		require.Equal(t, incident.StateResolved, incs[0].State)
+		var real []incident.Attempt
 		for _, a := range incs[0].Attempts {
-			if a.Result != syncmedic.ResultDryRun {
+			if a.Result != incident.ResultDryRun {
 				real = append(real, a)
 			}
 		}
 		require.Len(t, real, 1)
-		require.Equal(t, syncmedic.ResultSucceeded, real[0].Result)
+		require.Equal(t, incident.ResultSucceeded, real[0].Result)
 		require.True(t, real[0].Changed)
 		require.Empty(t, incs[0].Outbox, "everything was delivered")
 	})
 	t.Run("no duplicate remedy: the apiserver saw the finalizer removed once", func(t *testing.T) {
 		require.Equal(t, 1, removals.count())
-		require.Len(t, eventsWithReason(t, env, job.Namespace, syncmedic.EventReasonRemediation), 1)
+		require.Len(t, eventsWithReason(t, env, job.Namespace, incident.EventReasonRemediation), 1)
 	})
 	t.Run("no duplicate notification: one root message, each step posted once, in order", func(t *testing.T) {
 		require.Len(t, srv.roots(job.Name), 1)
@@ -91,7 +91,7 @@ func TestSIGKILLMidIncidentLosesNothingAndRepeatsNothing(t *testing.T) {
 }
 
 // undelivered counts the transitions in the store that some notifier has not delivered yet.
-func undelivered(t *testing.T, store syncmedic.Store) int {
+func undelivered(t *testing.T, store incident.Store) int {
 	t.Helper()
 	incs, err := store.Load(context.Background())
 	require.NoError(t, err)

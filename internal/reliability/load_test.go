@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/incident"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -299,7 +299,7 @@ func updateEverything(t *testing.T, argo *testenv.ArgoCDServer, ns string, apps,
 // incidentKeys reads the daemon's state file: "rule namespace/name" of every incident.
 func incidentKeys(t *testing.T, state string) sets.Set[string] {
 	t.Helper()
-	incs, err := (&syncmedic.FileStore{Path: state}).Load(context.Background())
+	incs, err := (&incident.FileStore{Path: state}).Load(context.Background())
 	require.NoError(t, err)
 	got := sets.New[string]()
 	for _, inc := range incs {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestNotificationQueuedAtShutdownArrivesExactlyOnceAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.Kube(t)
-	store := &syncmedic.ConfigMapStore{Client: env.Clientset, Namespace: env.Namespace(t), Name: "syncmedic-state"}
+	store := &incident.ConfigMapStore{Client: env.Clientset, Namespace: env.Namespace(t), Name: "syncmedic-state"}
 	srv := newFakeSlack(t)
 	srv.fail(status(503))
 	shop := hookFinding("shop", "migrate")

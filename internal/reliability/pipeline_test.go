@@ -8,9 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 // argoThresholds are short so that the faults happen around threshold crossings, in seconds.
@@ -20,16 +22,16 @@ var argoThresholds = argocd.Thresholds{HookFinalizer: time.Second, HookCompletio
 // through one client (as serve shares it), with a memory store.
 type argoPipeline struct {
 	watcher *argocd.Watcher
-	tracker *syncmedic.Tracker
+	tracker *incident.Tracker
 }
 
-func startArgoPipeline(t *testing.T, argo *testenv.ArgoCDServer, addr, policy string) *argoPipeline {
+func startArgoPipeline(t *testing.T, argo *testenv.ArgoCDServer, addr, policyYAML string) *argoPipeline {
 	t.Helper()
 	t.Setenv("ARGOCD_AUTH_TOKEN", argo.AdminToken(t))
 	c, err := argocd.Dial(argocd.ClientOptions{ServerAddr: addr, PlainText: true})
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p, err := syncmedic.LoadPolicy([]byte(policy))
+	p, err := policy.LoadPolicy([]byte(policyYAML))
 	require.NoError(t, err)
 	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: log, RetryBackoff: 50 * time.Millisecond, StopTimeout: 30 * time.Second})
 	require.NoError(t, err)
@@ -37,8 +39,8 @@ func startArgoPipeline(t *testing.T, argo *testenv.ArgoCDServer, addr, policy st
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: rem.Remediers(), Log: log, Workers: 2})
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Policy: func() *syncmedic.Policy { return p }, Remediation: stage, Log: log})
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: rem.Remediers(), Log: log, Workers: 2})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Policy: func() *policy.Policy { return p }, Remediation: stage, Log: log})
 	require.NoError(t, err)
 	done := make(chan struct{}, 2)
 	go func() { stage.Run(ctx); done <- struct{}{} }()
@@ -58,8 +60,8 @@ func startArgoPipeline(t *testing.T, argo *testenv.ArgoCDServer, addr, policy st
 }
 
 // incidents returns the incidents of subject.
-func (p *argoPipeline) incidents(subject string) []syncmedic.Incident {
-	var out []syncmedic.Incident
+func (p *argoPipeline) incidents(subject string) []incident.Incident {
+	var out []incident.Incident
 	for _, inc := range p.tracker.Incidents() {
 		if inc.Subject == subject {
 			out = append(out, inc)
@@ -69,10 +71,10 @@ func (p *argoPipeline) incidents(subject string) []syncmedic.Incident {
 }
 
 // realAttempts returns the attempts that were not dry-runs.
-func realAttempts(inc syncmedic.Incident) []syncmedic.Attempt {
-	var out []syncmedic.Attempt
+func realAttempts(inc incident.Incident) []incident.Attempt {
+	var out []incident.Attempt
 	for _, a := range inc.Attempts {
-		if a.Result != syncmedic.ResultDryRun {
+		if a.Result != incident.ResultDryRun {
 			out = append(out, a)
 		}
 	}

@@ -9,8 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 const slackToken = "xoxb-111-222-reliabilitytoken"
@@ -18,21 +21,21 @@ const slackToken = "xoxb-111-222-reliabilitytoken"
 // replica is one syncmedic process as serve wires it: a tracker over a store, publishing through a dispatcher to
 // the Slack notifier with durable delivery. stop cancels its context, as a restart does.
 type replica struct {
-	tracker *syncmedic.Tracker
+	tracker *incident.Tracker
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-func startReplica(t *testing.T, store syncmedic.Store, srv *fakeSlack, remediers syncmedic.Remediers, policy string) *replica {
+func startReplica(t *testing.T, store incident.Store, srv *fakeSlack, remediers syncmedic.Remediers, policyYAML string) *replica {
 	t.Helper()
-	p, err := syncmedic.LoadPolicy([]byte(policy))
+	p, err := policy.LoadPolicy([]byte(policyYAML))
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	disp := notify.NewDispatcher(notify.DispatcherOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: log})
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: remediers, Log: log})
-	tr, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: store, Publisher: disp, Log: log,
-		Remediation: stage, Policy: func() *syncmedic.Policy { return p }})
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: remediers, Log: log})
+	tr, err := incident.NewTracker(ctx, incident.TrackerOptions{Store: store, Publisher: disp, Log: log,
+		Remediation: stage, Policy: func() *policy.Policy { return p }})
 	require.NoError(t, err)
 	n, err := slacknotify.New(slacknotify.Options{Token: slackToken, Channel: "#incidents", Notes: tr, APIURL: srv.GetAPIURL()})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/incident"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -164,7 +165,7 @@ rules:
 			require.Len(t, incs, 1)
 			real := realAttempts(incs[0])
 			require.NotEmpty(t, real)
-			require.Equal(t, syncmedic.ResultSucceeded, real[len(real)-1].Result)
+			require.Equal(t, incident.ResultSucceeded, real[len(real)-1].Result)
 			changed := 0
 			for _, a := range real {
 				if a.Changed {

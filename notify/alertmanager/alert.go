@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // AlertName is the alertname label of every alert syncmedic posts; the rule label tells them apart.
@@ -28,7 +29,7 @@ type Alert struct {
 // severity, tool, kind, namespace, name, and when known app, project, app_namespace, argocd_instance,
 // flux_owner, release (the Flux HelmRelease: the object itself, or the one that applied it), subject. Annotations: summary, description, evidence, plan, fix (the `syncmedic fix` command),
 // commands (the manual ones), runbook_url (the rule's documentation).
-func NewAlert(inc syncmedic.Incident, expires time.Time) Alert {
+func NewAlert(inc incident.Incident, expires time.Time) Alert {
 	f := inc.Finding
 	o := f.Object
 	a := Alert{Labels: map[string]string{}, Annotations: map[string]string{}, StartsAt: inc.OpenedAt.UTC(), EndsAt: expires.UTC()}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
@@ -34,15 +35,15 @@ const (
 	alertsPath = "/api/v2/alerts"
 )
 
-// Incidents is where Refresh finds what to post again: *syncmedic.Tracker.
+// Incidents is where Refresh finds what to post again: *incident.Tracker.
 type Incidents interface {
 	// Incidents returns every incident held, open and recently resolved.
-	Incidents() []syncmedic.Incident
+	Incidents() []incident.Incident
 	// Leading reports whether this replica leads (only the leader notifies).
 	Leading() bool
 }
 
-var _ Incidents = (*syncmedic.Tracker)(nil)
+var _ Incidents = (*incident.Tracker)(nil)
 
 // Options configure the Alertmanager notifier.
 type Options struct {
@@ -142,7 +143,7 @@ func (n *Notifier) RefreshInterval() time.Duration { return n.o.ResendInterval }
 
 // Notify posts the incident's alert as it now stands: firing until 4 resend intervals from now while open,
 // resolved once it resolved.
-func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	return n.post(ctx, []Alert{NewAlert(ev.Incident, n.expires())})
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -31,7 +33,7 @@ func stuckHook(name string) syncmedic.Finding {
 	return f
 }
 
-func goldenIncident() syncmedic.Incident {
+func goldenIncident() incident.Incident {
 	opened := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	since := opened.Add(-25 * time.Minute)
 	f := stuckHook("migrate")
@@ -40,8 +42,8 @@ func goldenIncident() syncmedic.Incident {
 		{Field: "metadata.deletionTimestamp", Value: since.Format(time.RFC3339), Since: &since},
 		{Field: "metadata.finalizers", Value: "[argocd.argoproj.io/hook-finalizer]"},
 	}
-	return syncmedic.Incident{ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: "argocd/shop",
-		State: syncmedic.StateFiring, Finding: f, OpenedAt: opened, UpdatedAt: opened,
+	return incident.Incident{ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: "argocd/shop",
+		State: incident.StateFiring, Finding: f, OpenedAt: opened, UpdatedAt: opened,
 		Plan: "policy: argocd/hook-finalizer-stuck is notify only (dry-run); set it to auto to let syncmedic apply the fix"}
 }
 
@@ -66,10 +68,10 @@ func TestAlertGolden(t *testing.T) {
 	expires := time.Date(2026, 3, 10, 12, 9, 0, 0, time.UTC)
 	resolved := goldenIncident()
 	end := resolved.OpenedAt.Add(40 * time.Minute)
-	resolved.State, resolved.ResolvedAt, resolved.UpdatedAt = syncmedic.StateResolved, &end, end
+	resolved.State, resolved.ResolvedAt, resolved.UpdatedAt = incident.StateResolved, &end, end
 	for _, tc := range []struct {
 		name string
-		inc  syncmedic.Incident
+		inc  incident.Incident
 	}{
 		{"alert-firing", goldenIncident()},
 		{"alert-resolved", resolved},
@@ -84,7 +86,7 @@ func TestNewAlert(t *testing.T) {
 		Kind: "HelmRelease", Namespace: "shop", Name: "web"}, "install retries exhausted")
 	for _, tc := range []struct {
 		name     string
-		inc      syncmedic.Incident
+		inc      incident.Incident
 		labels   map[string]string
 		absent   []string
 		endsAt   time.Time
@@ -96,11 +98,11 @@ func TestNewAlert(t *testing.T) {
 			labels: map[string]string{"alertname": AlertName, "kind": "Job", "app": "shop", "project": "default"},
 			endsAt: expires, generate: "https://argocd.example.com/applications/argocd/shop"},
 		{name: "a HelmRelease without an app or a link has no empty labels and no generator URL",
-			inc:    syncmedic.Incident{ID: flux.Fingerprint + "-1", State: syncmedic.StateFiring, Finding: flux, OpenedAt: expires.Add(-time.Hour)},
+			inc:    incident.Incident{ID: flux.Fingerprint + "-1", State: incident.StateFiring, Finding: flux, OpenedAt: expires.Add(-time.Hour)},
 			labels: map[string]string{"kind": "HelmRelease", "name": "web", "release": "web", "tool": syncmedic.ToolFlux, "severity": flux.Severity.String()},
 			absent: []string{"app", "project", "subject", "flux_owner"}, endsAt: expires, noFix: true},
 		{name: "an object a HelmRelease applied names that release",
-			inc: func() syncmedic.Incident {
+			inc: func() incident.Incident {
 				i := goldenIncident()
 				i.Finding.Object.App, i.Finding.Object.Project, i.Finding.Object.FluxOwner = "", "", "HelmRelease/shop/db"
 				return i
@@ -108,10 +110,10 @@ func TestNewAlert(t *testing.T) {
 			labels: map[string]string{"release": "db", "flux_owner": "HelmRelease/shop/db"}, absent: []string{"app", "project"},
 			endsAt: expires, generate: "https://argocd.example.com/applications/argocd/shop"},
 		{name: "an incident that resolved before it opened (a clock step) still ends no earlier than it starts",
-			inc: func() syncmedic.Incident {
+			inc: func() incident.Incident {
 				i := goldenIncident()
 				before := i.OpenedAt.Add(-time.Minute)
-				i.State, i.ResolvedAt = syncmedic.StateResolved, &before
+				i.State, i.ResolvedAt = incident.StateResolved, &before
 				return i
 			}(),
 			endsAt: goldenIncident().OpenedAt, noFix: true, generate: "https://argocd.example.com/applications/argocd/shop"},
@@ -176,7 +178,7 @@ func TestEndpointKeepsThePathPrefix(t *testing.T) {
 
 func TestAlertmanagerSaysWhetherToRetry(t *testing.T) {
 	inc := goldenIncident()
-	ev := syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc}
+	ev := incident.Event{Kind: incident.EventOpened, Incident: inc}
 	for _, tc := range []struct {
 		name   string
 		status []int // one per Alertmanager
@@ -218,12 +220,12 @@ func TestAlertmanagerSaysWhetherToRetry(t *testing.T) {
 
 // trackerStub is the tracker's view Refresh reads (a fake for this unit test of which incidents are re-posted).
 type trackerStub struct {
-	incidents []syncmedic.Incident
+	incidents []incident.Incident
 	follower  bool
 }
 
-func (s trackerStub) Incidents() []syncmedic.Incident { return s.incidents }
-func (s trackerStub) Leading() bool                   { return !s.follower }
+func (s trackerStub) Incidents() []incident.Incident { return s.incidents }
+func (s trackerStub) Leading() bool                  { return !s.follower }
 
 func TestRefreshPostsWhatIsOpenAndJustResolved(t *testing.T) {
 	now := time.Date(2026, 3, 10, 13, 0, 0, 0, time.UTC)
@@ -231,10 +233,10 @@ func TestRefreshPostsWhatIsOpenAndJustResolved(t *testing.T) {
 	justResolved, longResolved, routedElsewhere := goldenIncident(), goldenIncident(), goldenIncident()
 	justResolved.ID, longResolved.ID, routedElsewhere.ID = "just-resolved", "long-resolved", "routed-elsewhere"
 	recent, old := now.Add(-time.Minute), now.Add(-time.Hour)
-	justResolved.State, justResolved.ResolvedAt = syncmedic.StateResolved, &recent
-	longResolved.State, longResolved.ResolvedAt = syncmedic.StateResolved, &old
-	routedElsewhere.Route = &syncmedic.Routing{Receivers: []string{"slack"}}
-	all := []syncmedic.Incident{open, justResolved, longResolved, routedElsewhere}
+	justResolved.State, justResolved.ResolvedAt = incident.StateResolved, &recent
+	longResolved.State, longResolved.ResolvedAt = incident.StateResolved, &old
+	routedElsewhere.Route = &policy.Routing{Receivers: []string{"slack"}}
+	all := []incident.Incident{open, justResolved, longResolved, routedElsewhere}
 	for _, tc := range []struct {
 		name    string
 		tracker trackerStub

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/notify"
 )
@@ -191,7 +192,7 @@ func (r *receiver) saw(s string) bool {
 // replica is syncmedic's own chain: a tracker publishing to a dispatcher whose "alertmanager" destination is the
 // notifier under test, durable and refreshed, as serve wires it.
 type replica struct {
-	tracker *syncmedic.Tracker
+	tracker *incident.Tracker
 	n       *Notifier
 }
 
@@ -199,7 +200,7 @@ func startReplica(t *testing.T, o Options) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	disp := notify.NewDispatcher(notify.DispatcherOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-	tracker, err := syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Publisher: disp})
+	tracker, err := incident.NewTracker(ctx, incident.TrackerOptions{Publisher: disp})
 	require.NoError(t, err)
 	o.Incidents = tracker
 	n, err := New(o)
@@ -212,7 +213,7 @@ func startReplica(t *testing.T, o Options) *replica {
 	return &replica{tracker: tracker, n: n}
 }
 
-func (r *replica) open(t *testing.T, f syncmedic.Finding) syncmedic.Incident {
+func (r *replica) open(t *testing.T, f syncmedic.Finding) incident.Incident {
 	t.Helper()
 	r.tracker.Observe(context.Background(), "argocd/shop", []syncmedic.Finding{f})
 	for _, inc := range r.tracker.Incidents() {
@@ -221,7 +222,7 @@ func (r *replica) open(t *testing.T, f syncmedic.Finding) syncmedic.Incident {
 		}
 	}
 	t.Fatalf("no incident opened for %s", f.Fingerprint)
-	return syncmedic.Incident{}
+	return incident.Incident{}
 }
 
 func TestIncidentsBecomeAlertsInARealAlertmanager(t *testing.T) {
@@ -299,7 +300,7 @@ func TestIncidentsBecomeAlertsInARealAlertmanager(t *testing.T) {
 
 		wrong, err := New(Options{URLs: []string{am.URL}, Username: "syncmedic", Password: "wrong-pass-456"})
 		require.NoError(t, err)
-		retry, err := wrong.Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc})
+		retry, err := wrong.Notify(context.Background(), incident.Event{Kind: incident.EventOpened, Incident: inc})
 		require.ErrorContains(t, err, "401")
 		require.False(t, retry)
 		require.NotContains(t, err.Error(), "wrong-pass-456")

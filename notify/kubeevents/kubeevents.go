@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
-// Event reasons besides syncmedic.EventReasonRemediation.
+// Event reasons besides incident.EventReasonRemediation.
 const (
 	ReasonIncidentOpened   = "SyncmedicIncidentOpened"
 	ReasonIncidentResolved = "SyncmedicIncidentResolved"
@@ -55,7 +55,7 @@ func New(o Options) *Notifier {
 }
 
 // Notify creates the Event for ev, if its kind has one.
-func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	typ, reason, msg, ok := describe(ev)
 	if !ok {
 		return false, nil
@@ -103,18 +103,18 @@ func eventName(object, incident string, seq int) string {
 	return prefix + hex.EncodeToString(h[:8])
 }
 
-func describe(ev syncmedic.Event) (typ, reason, msg string, ok bool) {
+func describe(ev incident.Event) (typ, reason, msg string, ok bool) {
 	inc := ev.Incident
 	switch ev.Kind {
-	case syncmedic.EventOpened:
+	case incident.EventOpened:
 		return corev1.EventTypeWarning, ReasonIncidentOpened,
 			fmt.Sprintf("syncmedic incident %s (%s): %s", inc.ID, inc.Finding.Rule, inc.Finding.Summary), true
-	case syncmedic.EventResolved:
+	case incident.EventResolved:
 		return corev1.EventTypeNormal, ReasonIncidentResolved,
 			fmt.Sprintf("syncmedic incident %s (%s) resolved", inc.ID, inc.Finding.Rule), true
-	case syncmedic.EventRemediated:
+	case incident.EventRemediated:
 		a := ev.Attempt
-		if a == nil || a.Result == syncmedic.ResultDryRun {
+		if a == nil || a.Result == incident.ResultDryRun {
 			return "", "", "", false
 		}
 		typ = corev1.EventTypeNormal
@@ -122,13 +122,13 @@ func describe(ev syncmedic.Event) (typ, reason, msg string, ok bool) {
 		if a.RequestedBy != "" {
 			msg = fmt.Sprintf("syncmedic applied %s for incident %s (%s) at the request of %s: %s", a.Action, inc.ID, inc.Finding.Rule, a.RequestedBy, a.Result)
 		}
-		if a.Result == syncmedic.ResultFailed {
+		if a.Result == incident.ResultFailed {
 			typ = corev1.EventTypeWarning
 			msg += ": " + a.Error
 		} else if len(a.Steps) > 0 {
 			msg += ": " + strings.Join(a.Steps, "; ")
 		}
-		return typ, syncmedic.EventReasonRemediation, msg, true
+		return typ, incident.EventReasonRemediation, msg, true
 	}
 	return "", "", "", false
 }

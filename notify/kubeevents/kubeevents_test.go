@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -28,15 +29,15 @@ func TestRemediationLeavesAnEventOnTheObject(t *testing.T) {
 
 	f := syncmedic.NewFinding(syncmedic.RuleHookFinalizerStuck, syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD,
 		Group: "batch", Version: "v1", Kind: "Job", Namespace: ns, Name: "migrate", UID: string(job.UID)}, "stuck")
-	inc := syncmedic.Incident{ID: f.Fingerprint + "-1", State: syncmedic.StateRemediating, Finding: f}
+	inc := incident.Incident{ID: f.Fingerprint + "-1", State: incident.StateRemediating, Finding: f}
 	n := New(Options{Client: env.Clientset, Host: "syncmedic-0"})
 	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-	_, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at, Incident: inc,
-		Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultDryRun}})
+	_, err := n.Notify(ctx, incident.Event{Kind: incident.EventRemediated, At: at, Incident: inc,
+		Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultDryRun}})
 	require.NoError(t, err)
-	retry, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at, Incident: inc,
-		Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultSucceeded,
+	retry, err := n.Notify(ctx, incident.Event{Kind: incident.EventRemediated, At: at, Incident: inc,
+		Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultSucceeded,
 			Steps: []string{"PatchResource: remove finalizers/0"}}})
 	require.NoError(t, err)
 	require.False(t, retry)
@@ -45,7 +46,7 @@ func TestRemediationLeavesAnEventOnTheObject(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, events.Items, 1, "a dry-run leaves no Event, an action leaves one")
 	e := events.Items[0]
-	require.Equal(t, syncmedic.EventReasonRemediation, e.Reason)
+	require.Equal(t, incident.EventReasonRemediation, e.Reason)
 	require.Equal(t, corev1.EventTypeNormal, e.Type)
 	require.Equal(t, "migrate", e.InvolvedObject.Name)
 	require.Equal(t, "Job", e.InvolvedObject.Kind)
@@ -55,8 +56,8 @@ func TestRemediationLeavesAnEventOnTheObject(t *testing.T) {
 	require.Contains(t, e.Message, inc.ID)
 
 	t.Run("a fix a person asked for names them in the Event", func(t *testing.T) {
-		_, err := n.Notify(ctx, syncmedic.Event{Kind: syncmedic.EventRemediated, At: at.Add(time.Minute), Incident: inc, Seq: 2,
-			Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: syncmedic.ResultSucceeded,
+		_, err := n.Notify(ctx, incident.Event{Kind: incident.EventRemediated, At: at.Add(time.Minute), Incident: inc, Seq: 2,
+			Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultSucceeded,
 				RequestedBy: "argocd user bob via argocd-extension"}})
 		require.NoError(t, err)
 		events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -73,8 +74,8 @@ func TestEventsInAMissingNamespaceAreNotRetried(t *testing.T) {
 	env := testenv.Kube(t)
 	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
 		Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease", Namespace: "no-such-namespace", Name: "web"}, "stalled")
-	retry, err := New(Options{Client: env.Clientset}).Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened,
-		At: time.Now(), Incident: syncmedic.Incident{ID: "x", Finding: f}})
+	retry, err := New(Options{Client: env.Clientset}).Notify(context.Background(), incident.Event{Kind: incident.EventOpened,
+		At: time.Now(), Incident: incident.Incident{ID: "x", Finding: f}})
 	require.Error(t, err)
 	require.False(t, retry)
 }
@@ -87,9 +88,9 @@ func TestANumberedTransitionDeliveredTwiceLeavesOneEvent(t *testing.T) {
 	ns := env.Namespace(t)
 	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
 		Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease", Namespace: ns, Name: "web"}, "stalled")
-	inc := syncmedic.Incident{ID: f.Fingerprint + "-1795444946", State: syncmedic.StateResolved, Finding: f}
+	inc := incident.Incident{ID: f.Fingerprint + "-1795444946", State: incident.StateResolved, Finding: f}
 	n := New(Options{Client: env.Clientset, Host: "syncmedic-0"})
-	resolved := syncmedic.Event{Kind: syncmedic.EventResolved, At: time.Now(), Incident: inc, Seq: 4}
+	resolved := incident.Event{Kind: incident.EventResolved, At: time.Now(), Incident: inc, Seq: 4}
 	for _, name := range []string{"the first delivery creates the Event", "the repeated delivery succeeds without a second one"} {
 		t.Run(name, func(t *testing.T) {
 			retry, err := n.Notify(ctx, resolved)
@@ -102,7 +103,7 @@ func TestANumberedTransitionDeliveredTwiceLeavesOneEvent(t *testing.T) {
 		})
 	}
 	t.Run("another transition of the same incident is another Event", func(t *testing.T) {
-		opened := syncmedic.Event{Kind: syncmedic.EventOpened, At: time.Now(), Incident: inc, Seq: 1}
+		opened := incident.Event{Kind: incident.EventOpened, At: time.Now(), Incident: inc, Seq: 1}
 		_, err := n.Notify(ctx, opened)
 		require.NoError(t, err)
 		events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

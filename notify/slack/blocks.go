@@ -8,22 +8,23 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 // maxSectionText is Slack's limit for a section's text; longer evidence is cut with a note.
 const maxSectionText = 3000
 
-var stateLabel = map[syncmedic.IncidentState]string{
-	syncmedic.StateFiring:      ":red_circle: Firing",
-	syncmedic.StateRemediating: ":large_yellow_circle: Remediating",
-	syncmedic.StateResolved:    ":large_green_circle: Resolved",
+var stateLabel = map[incident.IncidentState]string{
+	incident.StateFiring:      ":red_circle: Firing",
+	incident.StateRemediating: ":large_yellow_circle: Remediating",
+	incident.StateResolved:    ":large_green_circle: Resolved",
 }
 
 // RootBlocks renders the root message of an incident: what is stuck, since when, the evidence, the remedy and
 // whether syncmedic will apply it with the exact commands (`syncmedic fix <incident ID>` first), and the links (the
 // Argo CD UI). Every instant is a Slack date token, so readers see it in their own time zone and no age freezes at
 // the moment of posting; at (when the message is rendered) is kept for the signature's callers.
-func RootBlocks(inc syncmedic.Incident, at time.Time) []slack.Block {
+func RootBlocks(inc incident.Incident, at time.Time) []slack.Block {
 	f := inc.Finding
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(clip(stateEmoji(inc.State)+" "+inc.Title(), 150))),
@@ -56,7 +57,7 @@ func RootBlocks(inc syncmedic.Incident, at time.Time) []slack.Block {
 	return blocks
 }
 
-func remedyText(inc syncmedic.Incident) string {
+func remedyText(inc incident.Incident) string {
 	r := inc.Finding.Remedy
 	var b strings.Builder
 	b.WriteString("*Remedy*")
@@ -103,16 +104,16 @@ func inlineCode(s string) string {
 }
 
 // ReplyText renders the thread reply for one transition; EventOpened has none (the root message says it all).
-func ReplyText(ev syncmedic.Event) string {
+func ReplyText(ev incident.Event) string {
 	inc := ev.Incident
 	switch ev.Kind {
-	case syncmedic.EventUpdated:
+	case incident.EventUpdated:
 		return clip(":memo: The finding changed: "+escape(inc.Finding.Summary)+"\n"+evidenceLines(inc.Finding.Evidence), maxSectionText)
-	case syncmedic.EventRemediating:
+	case incident.EventRemediating:
 		return fmt.Sprintf(":hammer_and_wrench: Applying `%s` (%s).", ev.Attempt.Action, escape(ev.Attempt.Reason))
-	case syncmedic.EventRemediated:
+	case incident.EventRemediated:
 		return clip(attemptText(ev.Attempt), maxSectionText)
-	case syncmedic.EventResolved:
+	case incident.EventResolved:
 		open := inc.UpdatedAt.Sub(inc.OpenedAt)
 		if inc.ResolvedAt != nil {
 			open = inc.ResolvedAt.Sub(inc.OpenedAt)
@@ -122,25 +123,25 @@ func ReplyText(ev syncmedic.Event) string {
 	return ""
 }
 
-func attemptText(a *syncmedic.Attempt) string {
+func attemptText(a *incident.Attempt) string {
 	steps := bullets(a.Steps)
 	if a.RequestedBy != "" {
 		steps = "\nRequested by " + escape(a.RequestedBy) + "." + steps
 	}
 	switch a.Result {
-	case syncmedic.ResultSucceeded:
+	case incident.ResultSucceeded:
 		what := "changed"
 		if !a.Changed {
 			what = "nothing to change: already applied"
 		}
 		return fmt.Sprintf(":white_check_mark: `%s` succeeded (%s).%s", a.Action, what, steps)
-	case syncmedic.ResultFailed:
+	case incident.ResultFailed:
 		next := "syncmedic will try again after its backoff."
 		if a.Permanent {
 			next = "Retrying cannot fix this: syncmedic will not try again."
 		}
 		return fmt.Sprintf(":x: `%s` failed: %s\n%s%s", a.Action, escape(a.Error), next, steps)
-	case syncmedic.ResultDryRun:
+	case incident.ResultDryRun:
 		return fmt.Sprintf(":eyes: Dry-run: syncmedic would apply `%s`, but %s.%s", a.Action, escape(strings.TrimSuffix(a.Reason, ".")), steps)
 	}
 	return fmt.Sprintf("`%s`: %s", a.Action, a.Result)
@@ -174,7 +175,7 @@ func ruleLink(id syncmedic.RuleID) string {
 	return "`" + string(id) + "`"
 }
 
-func since(inc syncmedic.Incident) time.Time {
+func since(inc incident.Incident) time.Time {
 	if !inc.Finding.Since.IsZero() {
 		return inc.Finding.Since
 	}
@@ -186,11 +187,11 @@ func slackDate(t time.Time) string {
 	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|%s>", t.Unix(), t.UTC().Format(time.RFC3339))
 }
 
-func stateEmoji(s syncmedic.IncidentState) string {
+func stateEmoji(s incident.IncidentState) string {
 	switch s {
-	case syncmedic.StateRemediating:
+	case incident.StateRemediating:
 		return "🟡"
-	case syncmedic.StateResolved:
+	case incident.StateResolved:
 		return "🟢"
 	}
 	return "🔴"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -33,7 +34,7 @@ func golden(t *testing.T, name string, v any) {
 	require.Equal(t, string(want), string(got))
 }
 
-func goldenIncident() syncmedic.Incident {
+func goldenIncident() incident.Incident {
 	opened := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	since := opened.Add(-25 * time.Minute)
 	f := stuckHook("migrate")
@@ -44,7 +45,7 @@ func goldenIncident() syncmedic.Incident {
 	}
 	f.Remedy.Commands = []string{`kubectl -n shop patch job migrate --type json -p '[{"op":"remove","path":"/metadata/finalizers/0"}]'`}
 	f.Advisories = []string{"Argo CD v3.0.0–v3.0.15 leak hook finalizers; fixed in v3.0.16 (gitops-engine #761)."}
-	return syncmedic.Incident{ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, State: syncmedic.StateFiring,
+	return incident.Incident{ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, State: incident.StateFiring,
 		Finding: f, OpenedAt: opened, UpdatedAt: opened, Plan: "policy: argocd/hook-finalizer-stuck is notify only (dry-run); set it to auto to let syncmedic apply the fix"}
 }
 
@@ -52,12 +53,12 @@ func TestRootBlocksGolden(t *testing.T) {
 	at := time.Date(2026, 3, 10, 12, 5, 0, 0, time.UTC)
 	firing := goldenIncident()
 	remediating := goldenIncident()
-	remediating.State, remediating.Auto, remediating.Plan = syncmedic.StateRemediating, true, "policy: auto for argocd/hook-finalizer-stuck"
+	remediating.State, remediating.Auto, remediating.Plan = incident.StateRemediating, true, "policy: auto for argocd/hook-finalizer-stuck"
 	resolved := remediating
-	resolved.State = syncmedic.StateResolved
+	resolved.State = incident.StateResolved
 	for _, tc := range []struct {
 		name string
-		inc  syncmedic.Incident
+		inc  incident.Incident
 	}{
 		{"root-firing-notify-only", firing},
 		{"root-remediating-auto", remediating},
@@ -69,7 +70,7 @@ func TestRootBlocksGolden(t *testing.T) {
 		r := resolved
 		end := at
 		r.ResolvedAt = &end
-		golden(t, "webhook-resolved", WebhookBlocks(syncmedic.Event{Kind: syncmedic.EventResolved, At: at, Incident: r}))
+		golden(t, "webhook-resolved", WebhookBlocks(incident.Event{Kind: incident.EventResolved, At: at, Incident: r}))
 	})
 }
 
@@ -77,29 +78,29 @@ func TestReplyTexts(t *testing.T) {
 	inc := goldenIncident()
 	for _, tc := range []struct {
 		name string
-		ev   syncmedic.Event
+		ev   incident.Event
 		want string
 	}{
-		{"an opened incident has no reply: the root says it all", syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc}, ""},
+		{"an opened incident has no reply: the root says it all", incident.Event{Kind: incident.EventOpened, Incident: inc}, ""},
 		{"a dry-run says what would be done and why not",
-			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
-				Result: syncmedic.ResultDryRun, Reason: "the kill switch is on", Steps: []string{"PatchResource"}}},
+			incident.Event{Kind: incident.EventRemediated, Incident: inc, Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: incident.ResultDryRun, Reason: "the kill switch is on", Steps: []string{"PatchResource"}}},
 			":eyes: Dry-run: syncmedic would apply `argocd/remove-hook-finalizer`, but the kill switch is on.\n• PatchResource"},
 		{"a permanent failure says it will not be retried",
-			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
-				Result: syncmedic.ResultFailed, Error: "permission denied", Permanent: true}},
+			incident.Event{Kind: incident.EventRemediated, Incident: inc, Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: incident.ResultFailed, Error: "permission denied", Permanent: true}},
 			":x: `argocd/remove-hook-finalizer` failed: permission denied\nRetrying cannot fix this: syncmedic will not try again."},
 		{"a changed finding dates each fact with a live Slack date, not an age frozen when it was posted",
-			syncmedic.Event{Kind: syncmedic.EventUpdated, At: inc.OpenedAt.Add(time.Hour), Incident: inc},
+			incident.Event{Kind: incident.EventUpdated, At: inc.OpenedAt.Add(time.Hour), Incident: inc},
 			":memo: The finding changed: hook Job migrate is stuck terminating: argocd.argoproj.io/hook-finalizer is never removed\n" +
 				"• `metadata.deletionTimestamp` = `2026-03-10T11:35:00Z`, since <!date^1773142500^{date_short_pretty} {time}|2026-03-10T11:35:00Z>\n" +
 				"• `metadata.finalizers` = `[argocd.argoproj.io/hook-finalizer]`"},
 		{"a fix a person asked for names them in the thread",
-			syncmedic.Event{Kind: syncmedic.EventRemediated, Incident: inc, Attempt: &syncmedic.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
-				Result: syncmedic.ResultSucceeded, Changed: true, RequestedBy: "argocd user bob (groups sre) via argocd-extension", Steps: []string{"PatchResource"}}},
+			incident.Event{Kind: incident.EventRemediated, Incident: inc, Attempt: &incident.Attempt{Action: syncmedic.ActionRemoveHookFinalizer,
+				Result: incident.ResultSucceeded, Changed: true, RequestedBy: "argocd user bob (groups sre) via argocd-extension", Steps: []string{"PatchResource"}}},
 			":white_check_mark: `argocd/remove-hook-finalizer` succeeded (changed).\nRequested by argocd user bob (groups sre) via argocd-extension.\n• PatchResource"},
 		{"names cannot inject links or mentions",
-			syncmedic.Event{Kind: syncmedic.EventRemediating, Incident: inc, Attempt: &syncmedic.Attempt{Action: "x", Reason: "<!channel>"}},
+			incident.Event{Kind: incident.EventRemediating, Incident: inc, Attempt: &incident.Attempt{Action: "x", Reason: "<!channel>"}},
 			":hammer_and_wrench: Applying `x` (&lt;!channel&gt;)."},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, ReplyText(tc.ev)) })
@@ -111,10 +112,10 @@ func TestRemedyShowsTheFixCommand(t *testing.T) {
 	notifyOnly := goldenIncident()
 	notifyOnly.Finding.Remedy.Action = syncmedic.ActionNone
 	resolved := goldenIncident()
-	resolved.State = syncmedic.StateResolved
+	resolved.State = incident.StateResolved
 	for _, tc := range []struct {
 		name   string
-		inc    syncmedic.Incident
+		inc    incident.Incident
 		fix    bool
 		byHand string
 	}{

@@ -10,8 +10,9 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // Note keys under which the bot keeps an incident's thread (persisted with the incident by the tracker).
@@ -61,7 +62,7 @@ func New(o Options) (*Notifier, error) {
 }
 
 // Notify posts or updates the root message and adds the thread reply for ev.
-func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	id := ev.Incident.ID
 	channel, ts := n.thread(id, ev.Incident.Route)
 	root := RootBlocks(ev.Incident, ev.At)
@@ -75,7 +76,7 @@ func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error)
 		n.o.Notes.SetNote(ctx, id, NoteChannel, ch)
 		n.o.Notes.SetNote(ctx, id, NoteTS, newTS)
 		channel, ts = ch, newTS
-	} else if ev.Kind != syncmedic.EventOpened {
+	} else if ev.Kind != incident.EventOpened {
 		_, _, _, err := n.client.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
 		if err != nil {
 			return n.classify("chat.update", err)
@@ -94,7 +95,7 @@ func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error)
 
 // thread returns where the incident's thread is: the channel its first message went to, else the channel its
 // route names (a policy route or the syncmedic.io/slack-channel annotation), else Options.Channel.
-func (n *Notifier) thread(id string, route *syncmedic.Routing) (channel, ts string) {
+func (n *Notifier) thread(id string, route *policy.Routing) (channel, ts string) {
 	channel = n.o.Channel
 	if route != nil && route.SlackChannel != "" {
 		channel = route.SlackChannel
@@ -130,6 +131,6 @@ func classify(err error) (bool, error) {
 	return false, err
 }
 
-func fallbackText(inc syncmedic.Incident) string {
+func fallbackText(inc incident.Incident) string {
 	return fmt.Sprintf("[%s] %s: %s (%s)", inc.State, inc.Title(), inc.Finding.Summary, inc.Finding.Object)
 }

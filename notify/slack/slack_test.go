@@ -15,8 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 	"github.com/syncmedic/syncmedic/notify"
+	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/remedy"
 )
 
 const testToken = "xoxb-111-222-topsecretbottoken"
@@ -34,13 +37,13 @@ func stuckHook(name string) syncmedic.Finding {
 
 // rig is one syncmedic replica: a tracker over a store, publishing to a dispatcher with the Slack notifier.
 type rig struct {
-	tracker *syncmedic.Tracker
+	tracker *incident.Tracker
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
 type rigOptions struct {
-	store     syncmedic.Store
+	store     incident.Store
 	policy    string
 	remediers syncmedic.Remediers
 	log       *slog.Logger
@@ -48,7 +51,7 @@ type rigOptions struct {
 
 func startRig(t *testing.T, srv *slackrec.Server, o rigOptions) *rig {
 	t.Helper()
-	p, err := syncmedic.LoadPolicy([]byte(o.policy))
+	p, err := policy.LoadPolicy([]byte(o.policy))
 	require.NoError(t, err)
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -56,9 +59,9 @@ func startRig(t *testing.T, srv *slackrec.Server, o rigOptions) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	disp := notify.NewDispatcher(notify.DispatcherOptions{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: o.log})
 	r := &rig{cancel: cancel, done: make(chan struct{})}
-	stage := syncmedic.NewRemediationStage(syncmedic.RemediationOptions{Remediers: o.remediers, Log: o.log})
-	r.tracker, err = syncmedic.NewTracker(ctx, syncmedic.TrackerOptions{Store: o.store, Publisher: disp, Log: o.log,
-		Remediation: stage, Policy: func() *syncmedic.Policy { return p }})
+	stage := remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: o.remediers, Log: o.log})
+	r.tracker, err = incident.NewTracker(ctx, incident.TrackerOptions{Store: o.store, Publisher: disp, Log: o.log,
+		Remediation: stage, Policy: func() *policy.Policy { return p }})
 	require.NoError(t, err)
 	n, err := New(Options{Token: testToken, Channel: "#incidents", Notes: r.tracker, APIURL: srv.GetAPIURL()})
 	require.NoError(t, err)
@@ -126,7 +129,7 @@ func TestIncidentLifeInOneSlackThread(t *testing.T) {
 func TestRestartMidIncidentContinuesTheSameThread(t *testing.T) {
 	ctx := context.Background()
 	srv := slackrec.New(t)
-	store := &syncmedic.FileStore{Path: filepath.Join(t.TempDir(), "incidents.json")}
+	store := &incident.FileStore{Path: filepath.Join(t.TempDir(), "incidents.json")}
 	f := stuckHook("migrate")
 
 	first := startRig(t, srv, rigOptions{store: store})
@@ -221,8 +224,8 @@ func TestSlackSaysWhetherToRetry(t *testing.T) {
 			notes := &memNotes{}
 			n, err := New(Options{Token: testToken, Channel: "#incidents", Notes: notes, APIURL: srv.GetAPIURL()})
 			require.NoError(t, err)
-			inc := syncmedic.Incident{ID: "abc-1", State: syncmedic.StateFiring, Finding: stuckHook("migrate")}
-			retry, err := n.Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc})
+			inc := incident.Incident{ID: "abc-1", State: incident.StateFiring, Finding: stuckHook("migrate")}
+			retry, err := n.Notify(context.Background(), incident.Event{Kind: incident.EventOpened, Incident: inc})
 			require.Error(t, err)
 			require.Equal(t, tc.retry, retry)
 			require.NotContains(t, err.Error(), testToken)
@@ -247,12 +250,12 @@ func TestIncomingWebhookPostsOneMessagePerTransition(t *testing.T) {
 	secretURL := srv.URL + "/services/T000/B000/webhooksecret"
 	w, err := NewWebhook(WebhookOptions{URL: secretURL})
 	require.NoError(t, err)
-	inc := syncmedic.Incident{ID: "abc-1", State: syncmedic.StateFiring, Finding: stuckHook("migrate")}
-	for _, kind := range []syncmedic.EventKind{syncmedic.EventOpened, syncmedic.EventResolved} {
-		if kind == syncmedic.EventResolved {
-			inc.State = syncmedic.StateResolved
+	inc := incident.Incident{ID: "abc-1", State: incident.StateFiring, Finding: stuckHook("migrate")}
+	for _, kind := range []incident.EventKind{incident.EventOpened, incident.EventResolved} {
+		if kind == incident.EventResolved {
+			inc.State = incident.StateResolved
 		}
-		retry, err := w.Notify(context.Background(), syncmedic.Event{Kind: kind, Incident: inc})
+		retry, err := w.Notify(context.Background(), incident.Event{Kind: kind, Incident: inc})
 		require.NoError(t, err)
 		require.False(t, retry)
 	}
@@ -261,7 +264,7 @@ func TestIncomingWebhookPostsOneMessagePerTransition(t *testing.T) {
 
 	t.Run("an unreachable webhook is retried and its URL is never shown", func(t *testing.T) {
 		srv.Close()
-		retry, err := w.Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc})
+		retry, err := w.Notify(context.Background(), incident.Event{Kind: incident.EventOpened, Incident: inc})
 		require.Error(t, err)
 		require.True(t, retry)
 		require.NotContains(t, err.Error(), "webhooksecret")

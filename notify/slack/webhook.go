@@ -8,7 +8,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
@@ -39,7 +39,7 @@ func NewWebhook(o WebhookOptions) (*Webhook, error) {
 }
 
 // Notify posts the transition: a line saying what happened, then the incident's blocks.
-func (w *Webhook) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (w *Webhook) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	msg := &slack.WebhookMessage{Text: fallbackText(ev.Incident), Blocks: &slack.Blocks{BlockSet: WebhookBlocks(ev)}}
 	err := slack.PostWebhookCustomHTTPContext(ctx, w.o.URL, w.o.HTTPClient, msg)
 	if err == nil {
@@ -50,7 +50,7 @@ func (w *Webhook) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) 
 }
 
 // WebhookBlocks renders one transition for an incoming webhook: the step, then the incident as in the root message.
-func WebhookBlocks(ev syncmedic.Event) []slack.Block {
+func WebhookBlocks(ev incident.Event) []slack.Block {
 	root := RootBlocks(ev.Incident, ev.At)
 	text := ReplyText(ev)
 	if text == "" {

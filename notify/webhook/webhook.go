@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
@@ -32,7 +33,7 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// Notifier posts syncmedic.Event as JSON.
+// Notifier posts incident.Event as JSON.
 type Notifier struct {
 	o Options
 }
@@ -59,14 +60,14 @@ func Sign(secret, body []byte) string {
 
 // Payload is the JSON body of each post: the event, and the command that applies its remedy.
 type Payload struct {
-	syncmedic.Event
+	incident.Event
 	// Fix is the exact `syncmedic fix <incident ID>` command, set while the incident is open and its finding has an
 	// automatic remedy (the manual commands are in incident.finding.remedy.commands).
 	Fix string `json:"fix,omitempty"`
 }
 
 // NewPayload returns the body posted for ev.
-func NewPayload(ev syncmedic.Event) Payload {
+func NewPayload(ev incident.Event) Payload {
 	p := Payload{Event: ev}
 	if ev.Incident.ID != "" && ev.Incident.IsOpen() && ev.Incident.Finding.Remedy.Action != syncmedic.ActionNone {
 		p.Fix = syncmedic.FixCommand(ev.Incident.ID)
@@ -75,7 +76,7 @@ func NewPayload(ev syncmedic.Event) Payload {
 }
 
 // Notify posts ev as a Payload; 5xx, 429 and network errors are retried, other statuses are not.
-func (n *Notifier) Notify(ctx context.Context, ev syncmedic.Event) (bool, error) {
+func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	body, err := json.Marshal(NewPayload(ev))
 	if err != nil {
 		return false, fmt.Errorf("webhook: encode event: %w", err)

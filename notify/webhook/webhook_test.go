@@ -16,19 +16,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/notify"
 )
 
-func event() syncmedic.Event {
+func event() incident.Event {
 	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
 		Kind: "HelmRelease", Namespace: "shop", Name: "web"}, "install retries exhausted")
-	return syncmedic.Event{Kind: syncmedic.EventOpened, At: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC),
-		Incident: syncmedic.Incident{ID: f.Fingerprint + "-1", Fingerprint: f.Fingerprint, State: syncmedic.StateFiring, Finding: f}}
+	return incident.Event{Kind: incident.EventOpened, At: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC),
+		Incident: incident.Incident{ID: f.Fingerprint + "-1", Fingerprint: f.Fingerprint, State: incident.StateFiring, Finding: f}}
 }
 
 func TestWebhookPostsTheSignedIncident(t *testing.T) {
 	secret := []byte("s3cr3t-hmac-key")
-	var got syncmedic.Event
+	var got incident.Event
 	var sig string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -44,7 +45,7 @@ func TestWebhookPostsTheSignedIncident(t *testing.T) {
 	retry, err := n.Notify(context.Background(), event())
 	require.NoError(t, err)
 	require.False(t, retry)
-	require.Equal(t, syncmedic.EventOpened, got.Kind)
+	require.Equal(t, incident.EventOpened, got.Kind)
 	require.Equal(t, syncmedic.RuleRetriesExhausted, got.Incident.Finding.Rule)
 	require.Regexp(t, `^sha256=[0-9a-f]{64}$`, sig)
 }
@@ -104,16 +105,16 @@ func TestWebhookSaysWhetherToRetry(t *testing.T) {
 }
 
 func TestWebhookPayloadCarriesTheFixCommand(t *testing.T) {
-	withRemedy := func(e syncmedic.Event) syncmedic.Event {
+	withRemedy := func(e incident.Event) incident.Event {
 		e.Incident.Finding.Remedy = syncmedic.Remedy{Action: syncmedic.ActionFluxResetReconcile, Description: "reset the retries",
 			Commands: []string{"flux reconcile helmrelease web -n shop --reset"}}
 		return e
 	}
 	resolved := withRemedy(event())
-	resolved.Kind, resolved.Incident.State = syncmedic.EventResolved, syncmedic.StateResolved
+	resolved.Kind, resolved.Incident.State = incident.EventResolved, incident.StateResolved
 	for _, tc := range []struct {
 		name   string
-		ev     syncmedic.Event
+		ev     incident.Event
 		golden string
 		fix    string
 	}{

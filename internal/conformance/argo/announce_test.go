@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic"
+	smincident "github.com/syncmedic/syncmedic/incident"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 )
 
@@ -28,8 +29,8 @@ func TestAnnouncementOfReadsTheRuleAndObjectOfARootMessage(t *testing.T) {
 		App: "immutable", AppNamespace: "argocd", Project: "default"}
 	f := syncmedic.NewFinding(syncmedic.RuleHookImmutable, obj, "Sync of argocd/immutable failed (field is immutable)")
 	f.Evidence = []syncmedic.Evidence{{Field: "also (" + string(syncmedic.RuleHookFinalizerStuck) + ")", Value: "the hook finalizer holds it"}}
-	inc := syncmedic.Incident{ID: "a-1", State: syncmedic.StateFiring, Finding: f, OpenedAt: time.Now()}
-	_, err = n.Notify(context.Background(), syncmedic.Event{Kind: syncmedic.EventOpened, Incident: inc, At: time.Now()})
+	inc := smincident.Incident{ID: "a-1", State: smincident.StateFiring, Finding: f, OpenedAt: time.Now()}
+	_, err = n.Notify(context.Background(), smincident.Event{Kind: smincident.EventOpened, Incident: inc, At: time.Now()})
 	require.NoError(t, err)
 
 	require.Len(t, srv.roots(), 1)

@@ -1,0 +1,137 @@
+package incident
+
+import (
+	"context"
+	"time"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/policy"
+)
+
+// Ledger is what the remediation stage (package remedy) may do with the tracker's incidents: read one, find an
+// earlier remedy whose condition came back, and record an attempt. Each method takes the tracker's lock itself; no
+// other package touches it. The Tracker is the Ledger.
+type Ledger interface {
+	// Get returns a copy of an incident.
+	Get(id string) (Incident, bool)
+	// RecurredAfter finds an earlier incident, resolved within window, whose remedy succeeded on what inc's remedy
+	// acts on.
+	RecurredAfter(inc Incident, window time.Duration) (PriorRemedy, bool)
+	// RecordAttempt adds an attempt to an incident, moves its state, saves and publishes the transition.
+	RecordAttempt(ctx context.Context, id string, a Attempt, kind EventKind)
+	// Leading reports whether this replica leads: only the leader remediates.
+	Leading() bool
+	// StoreError says why the stored incidents are not loaded yet (nil once they are).
+	StoreError() error
+	// Policy returns the policy in force.
+	Policy() *policy.Policy
+	// Now is the tracker's clock.
+	Now() time.Time
+}
+
+var _ Ledger = (*Tracker)(nil)
+
+// Remediator consumes the incidents the tracker matched (TrackerOptions.Remediation): the remediation stage.
+type Remediator interface {
+	// Submit hands over an incident that matched an evaluation, on the leader, without the tracker's lock held; the
+	// remediator reads and records through l.
+	Submit(ctx context.Context, l Ledger, id string, pol *policy.Policy)
+	// Seed receives the stored incidents whenever the tracker loads them (so rate limits survive a restart). It is
+	// called with the tracker's lock held and must not call back into the Ledger.
+	Seed(stored []Incident)
+}
+
+// Policy returns the policy in force (TrackerOptions.Policy).
+func (t *Tracker) Policy() *policy.Policy { return t.o.Policy() }
+
+// Now returns the tracker's clock reading (TrackerOptions.Now).
+func (t *Tracker) Now() time.Time { return t.o.Now() }
+
+// PriorRemedy is a successful remedy of an earlier incident.
+type PriorRemedy struct {
+	Attempt
+	// Incident is the ID of the earlier incident.
+	Incident string
+}
+
+// RecurredAfter finds an earlier incident, resolved within window, whose remedy succeeded on what inc's remedy acts
+// on: the condition came back after the fix. For a remedy that acts on an object that is the same finding (same
+// fingerprint) and action; for one that acts on the Argo CD application (terminate, sync) it is any incident of the
+// same application whose remedy also acted on it — the next hook it is stuck on may have another name (a
+// generateName hook is renamed every operation, argocd/hook-completion-missed or hook-immutable reports the hook).
+func (t *Tracker) RecurredAfter(inc Incident, window time.Duration) (PriorRemedy, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.o.Now()
+	var found PriorRemedy
+	ok := false
+	for id, other := range t.incidents {
+		if id == inc.ID || other.IsOpen() || other.ResolvedAt == nil || now.Sub(*other.ResolvedAt) > window {
+			continue
+		}
+		for _, a := range other.Attempts {
+			if a.Result == ResultSucceeded && a.Changed && sameRemedyTarget(inc, other, a) && (!ok || a.At.After(found.At)) {
+				found, ok = PriorRemedy{Attempt: a, Incident: id}, true
+			}
+		}
+	}
+	return found, ok
+}
+
+// sameRemedyTarget reports whether attempt a of the earlier incident other acted on what inc's remedy acts on (see
+// RecurredAfter).
+func sameRemedyTarget(inc Incident, other *Incident, a Attempt) bool {
+	r := inc.Finding.Remedy
+	if !r.ActsOnApplication() || inc.Finding.Object.App == "" {
+		return other.Fingerprint == inc.Fingerprint && a.Action == r.Action
+	}
+	prev := other.Finding.Remedy
+	return prev.ActsOnApplication() && a.Action == prev.Action && syncmedic.RemedyKey(other.Finding) == syncmedic.RemedyKey(inc.Finding)
+}
+
+// Get returns a copy of an incident.
+func (t *Tracker) Get(id string) (Incident, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	inc := t.incidents[id]
+	if inc == nil {
+		return Incident{}, false
+	}
+	return inc.Clone(), true
+}
+
+// RecordAttempt adds an attempt to an incident (a started attempt is replaced by its result), moves its state,
+// saves and publishes the transition. Nothing is recorded once leadership is lost.
+func (t *Tracker) RecordAttempt(ctx context.Context, id string, a Attempt, kind EventKind) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	inc := t.incidents[id]
+	if inc == nil || !t.o.Leader() {
+		return
+	}
+	if last := inc.LastAttempt(); last != nil && last.Result == ResultStarted && last.Action == a.Action {
+		*last = a
+	} else {
+		inc.Attempts = append(inc.Attempts, a)
+	}
+	if inc.IsOpen() && a.Result != ResultDryRun {
+		inc.State = StateRemediating
+		if a.Result == ResultFailed {
+			inc.State = StateFiring
+		}
+	}
+	now := t.o.Now()
+	inc.UpdatedAt = now
+	evs := []Event{t.event(kind, inc, &a, now)} // before saving: the outbox entry is saved with the attempt
+	// The condition went away while the remedy ran (often its own effect) and the resolution waited for this
+	// result: resolve now, as no further evaluation may come.
+	if a.Result != ResultStarted && inc.IsOpen() && inc.Misses > 0 && inc.Misses >= t.o.Policy().ResolveAfter {
+		evs = append(evs, t.resolveLocked(inc, now))
+	}
+	t.saveLocked(ctx)
+	for _, ev := range evs {
+		t.o.Publisher.Publish(ev)
+	}
+	t.o.Metrics.setIncidents(t.incidents)
+	t.changedLocked()
+}

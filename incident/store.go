@@ -1,0 +1,188 @@
+package incident
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Store persists the tracker's incidents so a restart neither announces an open incident again nor forgets it.
+type Store interface {
+	// Load returns every stored incident; an empty store returns nothing and no error.
+	Load(ctx context.Context) ([]Incident, error)
+	// Save replaces the stored incidents.
+	Save(ctx context.Context, incidents []Incident) error
+}
+
+// storeDocument is the persisted form, versioned so a later format can still read it.
+type storeDocument struct {
+	Version   int        `json:"version"`
+	Incidents []Incident `json:"incidents"`
+}
+
+const storeVersion = 1
+
+func decodeStore(b []byte) ([]Incident, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var d storeDocument
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("decode incidents: %w", err)
+	}
+	if d.Version != storeVersion {
+		return nil, fmt.Errorf("incident store version %d: this syncmedic reads version %d", d.Version, storeVersion)
+	}
+	return d.Incidents, nil
+}
+
+func encodeStore(incidents []Incident) ([]byte, error) {
+	if incidents == nil {
+		incidents = []Incident{}
+	}
+	return json.Marshal(storeDocument{Version: storeVersion, Incidents: incidents})
+}
+
+// FileStore keeps incidents in a JSON file (for the CLI). Saves are atomic (write then rename).
+type FileStore struct {
+	Path string
+}
+
+var _ Store = (*FileStore)(nil)
+
+// Load reads the file; a missing file is an empty store.
+func (s *FileStore) Load(_ context.Context) ([]Incident, error) {
+	b, err := os.ReadFile(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	inc, err := decodeStore(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Path, err)
+	}
+	return inc, nil
+}
+
+// Save writes the file atomically.
+func (s *FileStore) Save(_ context.Context, incidents []Incident) error {
+	b, err := encodeStore(incidents)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.Path), ".syncmedic-state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.Path)
+}
+
+// ConfigMapDataKey is the key of the ConfigMap store's data that holds the incidents.
+const ConfigMapDataKey = "incidents.json"
+
+// ConfigMapStore keeps incidents in a ConfigMap (for serve), creating it on first save.
+type ConfigMapStore struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Name      string
+}
+
+var _ Store = (*ConfigMapStore)(nil)
+
+// Load reads the ConfigMap; a missing ConfigMap is an empty store.
+func (s *ConfigMapStore) Load(ctx context.Context) ([]Incident, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	inc, err := decodeStore([]byte(cm.Data[ConfigMapDataKey]))
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapDataKey, err)
+	}
+	return inc, nil
+}
+
+// Save writes the ConfigMap, creating it when it does not exist.
+func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
+	b, err := encodeStore(incidents)
+	if err != nil {
+		return err
+	}
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/name": "syncmedic", "app.kubernetes.io/component": "state"}},
+			Data: map[string]string{ConfigMapDataKey: string(b)},
+		}
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[ConfigMapDataKey] = string(b)
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+// MemoryStore keeps incidents in memory (tests, and serve without a state location).
+type MemoryStore struct {
+	mu        sync.Mutex
+	incidents []Incident
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// Load returns a copy of what Save stored, as a store that decodes would (monotonic clock readings stripped).
+func (s *MemoryStore) Load(context.Context) ([]Incident, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Incident, len(s.incidents))
+	for i := range s.incidents {
+		out[i] = s.incidents[i].Clone()
+		out[i].stripMonotonic()
+	}
+	return out, nil
+}
+
+// Save keeps incidents, which the caller must not change afterwards (the tracker saves copies). It does not encode
+// them: the tracker saves on every change, and encoding every incident each time made an in-memory tracker's cost
+// grow with the number of open incidents.
+func (s *MemoryStore) Save(_ context.Context, incidents []Incident) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.incidents = incidents
+	return nil
+}

@@ -1,0 +1,275 @@
+package remedy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/incident"
+	"github.com/syncmedic/syncmedic/policy"
+)
+
+// RemediationStage applies the remedy of an incident as the policy allows: for real only on the leader, only for a
+// rule in auto mode whose object is in scope, with the kill switch off and within the object's rate limit; as a
+// dry-run record otherwise. Every automatic action leaves an audit trail: a structured log line here, and the
+// EventRemediating/EventRemediated transitions that notifiers turn into a thread reply and a Kubernetes Event.
+type RemediationStage struct {
+	remediers syncmedic.Remediers
+	limiter   *RateLimiter
+	log       *slog.Logger
+	identity  string
+	metrics   *Metrics
+
+	mu       sync.Mutex
+	inflight map[string]bool
+	queue    chan remediationRequest // nil: synchronous (the evaluation waits for the remedy)
+	workers  int
+}
+
+var _ incident.Remediator = (*RemediationStage)(nil)
+
+type remediationRequest struct {
+	t   incident.Ledger
+	id  string
+	pol *policy.Policy
+}
+
+// RemediationOptions configure NewRemediationStage.
+type RemediationOptions struct {
+	// Remediers apply each action through the owning tool's API.
+	Remediers syncmedic.Remediers
+	// Limiter counts actions per object (nil: a new one on the system clock).
+	Limiter *RateLimiter
+	// Identity names this replica in the audit log ("who"), e.g. the Pod name.
+	Identity string
+	Log      *slog.Logger
+	Metrics  *Metrics
+	// Workers > 0 applies remedies in that many background workers (started by Run), so a slow tool API never
+	// holds up the evaluation that found the incident; 0 applies them synchronously inside Observe.
+	Workers int
+}
+
+// NewRemediationStage returns the stage for incident.TrackerOptions.Remediation.
+func NewRemediationStage(o RemediationOptions) *RemediationStage {
+	if o.Limiter == nil {
+		o.Limiter = NewRateLimiter(nil)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &RemediationStage{remediers: o.Remediers, limiter: o.Limiter, log: o.Log, identity: o.Identity,
+		metrics: o.Metrics, inflight: map[string]bool{}, workers: o.Workers}
+	if o.Workers > 0 {
+		s.queue = make(chan remediationRequest, 256)
+	}
+	return s
+}
+
+// Run applies queued remedies with Options.Workers workers until ctx ends (only needed when Workers > 0).
+func (s *RemediationStage) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range s.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case r := <-s.queue:
+					s.consider(ctx, r.t, r.id, r.pol)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Submit hands one incident to the stage (incident.Remediator); when the workers are all busy the next evaluation
+// submits it again.
+func (s *RemediationStage) Submit(ctx context.Context, t incident.Ledger, id string, pol *policy.Policy) {
+	if s.queue == nil {
+		s.consider(ctx, t, id, pol)
+		return
+	}
+	select {
+	case s.queue <- remediationRequest{t: t, id: id, pol: pol}:
+	default:
+		s.log.Debug("remediation workers busy; the next evaluation retries", "incident", id)
+	}
+}
+
+// consider decides and, when allowed, applies the remedy of incident id. It runs without the tracker's lock.
+func (s *RemediationStage) consider(ctx context.Context, t incident.Ledger, id string, pol *policy.Policy) {
+	if !t.Leading() {
+		return
+	}
+	inc, ok := t.Get(id)
+	if !ok || !inc.IsOpen() || inc.Finding.Remedy.Action == syncmedic.ActionNone {
+		return
+	}
+	f := inc.Finding
+	action := f.Remedy.Action
+	d := pol.Decide(f)
+	rem := s.remediers[action]
+	if d.Act && rem == nil {
+		d = policy.Decision{Mode: d.Mode, Reason: fmt.Sprintf("no remedier for %s is configured in this syncmedic (dry-run)", action)}
+	}
+	// One remedy at a time per incident, per object and per Argo CD application: two incidents about one hook (or
+	// two hooks of one application, whose remedies both act on its operation) never run concurrently.
+	keys := remedyKeys(id, f.Object)
+	if !s.claim(keys...) {
+		return
+	}
+	defer s.release(keys...)
+	if !d.Act {
+		s.recordDryRun(ctx, t, inc, rem, d)
+		return
+	}
+	rl := *pol.For(f.Rule).RateLimit
+	if prev, ok := t.RecurredAfter(inc, time.Duration(rl.Window)); ok {
+		// The same remedy already "worked" on this object (or, for one that terminates or syncs, on this application)
+		// and the condition came back (on Argo CD 2.14 a re-sync re-runs a ttlSecondsAfterFinished: 0 hook, which
+		// loses the same race, under a new name when it is a generateName hook): repeating it would loop. A person
+		// decides.
+		target := "this object"
+		if f.Remedy.ActsOnApplication() && f.Object.App != "" {
+			target = "application " + f.Object.App
+		}
+		d = policy.Decision{Mode: d.Mode, Reason: fmt.Sprintf("not repeated: %s was applied to %s at %s (incident %s) and the condition came back; the remedy does not fix the cause, so a person must look",
+			prev.Action, target, prev.At.UTC().Format(time.RFC3339), prev.Incident)}
+		s.recordDryRun(ctx, t, inc, rem, d)
+		return
+	}
+	if last := lastReal(inc); last != nil {
+		if last.Permanent {
+			return // retrying cannot fix it; the failure is on the incident and in the thread
+		}
+		if last.Result == incident.ResultSucceeded && t.Now().Before(last.At.Add(time.Duration(rl.Backoff))) {
+			return // give the tool time to act on the fix before trying again
+		}
+	}
+	if ok, retryAt, why := s.limiter.Allow(syncmedic.RemedyKey(f), rl); !ok {
+		s.log.Debug("remediation deferred", "incident", id, "rule", f.Rule, "action", action, "reason", why, "retryAt", retryAt)
+		return
+	}
+	s.apply(ctx, t, inc, rem, d)
+}
+
+func (s *RemediationStage) apply(ctx context.Context, t incident.Ledger, inc incident.Incident, rem syncmedic.Remedier, d policy.Decision) {
+	s.applyAttempt(ctx, t, inc, rem, d, "")
+}
+
+// applyAttempt applies the remedy for real and records it: the started attempt, the structured audit line (who:
+// this replica, and the person who asked when requestedBy is set), the result. It returns the recorded result.
+func (s *RemediationStage) applyAttempt(ctx context.Context, t incident.Ledger, inc incident.Incident, rem syncmedic.Remedier, d policy.Decision, requestedBy string) incident.Attempt {
+	f, action := inc.Finding, inc.Finding.Remedy.Action
+	start := t.Now()
+	t.RecordAttempt(ctx, inc.ID, incident.Attempt{At: start, Action: action, Result: incident.ResultStarted, Reason: d.Reason, RequestedBy: requestedBy}, incident.EventRemediating)
+	out, err := rem.Remediate(ctx, f, false)
+	a := incident.Attempt{At: start, Action: action, Result: incident.ResultSucceeded, Changed: out.Changed, Steps: out.Steps, Reason: d.Reason, RequestedBy: requestedBy}
+	if err != nil {
+		a.Result, a.Error, a.Permanent = incident.ResultFailed, err.Error(), syncmedic.IsPermanent(err)
+	}
+	s.limiter.Record(syncmedic.RemedyKey(f), start, err == nil)
+	s.metrics.remediation(f.Rule, action, a.Result)
+	attrs := []any{"who", s.identity}
+	if requestedBy != "" {
+		attrs = append(attrs, "requestedBy", requestedBy)
+	}
+	s.log.Info("remediation", append(attrs, "action", action, "result", a.Result, "changed", a.Changed,
+		"steps", a.Steps, "incident", inc.ID, "rule", f.Rule, "why", d.Reason, "summary", f.Summary,
+		"subject", inc.Subject, "namespace", f.Object.Namespace, "app", f.Object.App, "object", f.Object.String(),
+		"err", a.Error)...)
+	t.RecordAttempt(ctx, inc.ID, a, incident.EventRemediated)
+	return a
+}
+
+// recordDryRun records once per incident and action what would have been done, and why it was not.
+func (s *RemediationStage) recordDryRun(ctx context.Context, t incident.Ledger, inc incident.Incident, rem syncmedic.Remedier, d policy.Decision) {
+	f, action := inc.Finding, inc.Finding.Remedy.Action
+	for _, a := range inc.Attempts {
+		if a.Action == action && a.Result == incident.ResultDryRun && a.Reason == d.Reason {
+			return
+		}
+	}
+	a := incident.Attempt{At: t.Now(), Action: action, Result: incident.ResultDryRun, Reason: d.Reason, Steps: f.Remedy.Commands}
+	if rem != nil {
+		out, err := rem.Remediate(ctx, f, true)
+		if err != nil {
+			a.Error = err.Error()
+		} else if len(out.Steps) > 0 {
+			a.Steps = out.Steps
+		}
+	}
+	s.metrics.remediation(f.Rule, action, incident.ResultDryRun)
+	t.RecordAttempt(ctx, inc.ID, a, incident.EventRemediated)
+}
+
+// Seed counts the actions recorded on stored incidents, so a restart or a new leader keeps the rate limits and
+// backoffs of the replica before it.
+func (s *RemediationStage) Seed(stored []incident.Incident) {
+	type action struct {
+		key string
+		at  time.Time
+		ok  bool
+	}
+	var all []action
+	for _, inc := range stored {
+		for _, a := range inc.Attempts {
+			if a.Result == incident.ResultSucceeded || a.Result == incident.ResultFailed {
+				all = append(all, action{syncmedic.RemedyKey(inc.Finding), a.At, a.Result == incident.ResultSucceeded})
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
+	for _, a := range all {
+		s.limiter.Record(a.key, a.at, a.ok)
+	}
+}
+
+// remedyKeys are what one remedy holds while it runs: the incident, the object, and the Argo CD application.
+func remedyKeys(id string, o syncmedic.ObjectRef) []string {
+	keys := []string{"incident:" + id, "object:" + syncmedic.ObjectKey(o)}
+	if app := syncmedic.ApplicationKey(o); app != "" {
+		keys = append(keys, "app:"+app)
+	}
+	return keys
+}
+
+// claim takes every key, or none when one is held.
+func (s *RemediationStage) claim(keys ...string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if s.inflight[k] {
+			return false
+		}
+	}
+	for _, k := range keys {
+		s.inflight[k] = true
+	}
+	return true
+}
+
+func (s *RemediationStage) release(keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.inflight, k)
+	}
+}
+
+// lastReal returns the latest attempt that was not a dry-run.
+func lastReal(inc incident.Incident) *incident.Attempt {
+	for i := len(inc.Attempts) - 1; i >= 0; i-- {
+		if inc.Attempts[i].Result != incident.ResultDryRun {
+			return &inc.Attempts[i]
+		}
+	}
+	return nil
+}
