@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
@@ -22,9 +20,9 @@ const PreDeleteFinalizer = "pre-delete-finalizer.argocd.argoproj.io"
 // PreDeleteHookName is the PreDelete hook Job of ScenarioRealPreDeleteHook.
 const PreDeleteHookName = "pre-delete-check"
 
-// PreDeleteHook is ScenarioRealPreDeleteHook's hook Job in git, its Pod run as run says.
-func PreDeleteHook(run PodRun, image string) RealHook {
-	return RealHook{Name: PreDeleteHookName, Hook: synccommon.HookType("PreDelete"), Image: image, Run: run}
+// PreDeleteHook is a PreDelete hook Job name in git, its Pod run as run says.
+func PreDeleteHook(name string, run PodRun) RealHook {
+	return RealHook{Name: name, Hook: synccommon.HookType("PreDelete"), Run: run}
 }
 
 // ScenarioRealPreDeleteHook: an application whose git source holds the ConfigMap and a PreDelete hook Job
@@ -34,7 +32,7 @@ func PreDeleteHook(run PodRun, image string) RealHook {
 // finish with nothing to wait for) and the Application carries PreDeleteFinalizer. DeleteCascade deletes it.
 func ScenarioRealPreDeleteHook(t testing.TB, stack *RealArgoCD, run PodRun) *RealHookApp {
 	t.Helper()
-	app := NewRealHookApp(t, stack, "pre-delete", ConfigMapData{}, PreDeleteHook(run, ""))
+	app := NewRealHookApp(t, stack, "pre-delete", ConfigMapData{}, PreDeleteHook(PreDeleteHookName, run))
 	start := time.Now()
 	app.Sync(t)
 	got, ok := app.WaitApp(t, 2*time.Minute, func(a *v1alpha1.Application) bool {
@@ -56,27 +54,18 @@ func ScenarioRealPreDeleteHook(t testing.TB, stack *RealArgoCD, run PodRun) *Rea
 	return app
 }
 
-// DeleteCascade deletes the Application with Argo CD's resources finalizer (foreground cascade), as `argocd app
-// delete --cascade` does: the controller deletes what the application deployed before the Application goes.
+// DeleteCascade deletes the Application through argocd-server's ApplicationService with cascade and foreground
+// propagation (what `argocd app delete --cascade --propagation-policy foreground` does): argocd-server puts Argo CD's
+// resources finalizer on it and deletes it, and the controller deletes what the application deployed before the
+// Application goes.
 func (a *RealHookApp) DeleteCascade(t testing.TB) {
 	t.Helper()
-	ctx := context.Background()
-	app := &v1alpha1.Application{}
-	key := client.ObjectKey{Namespace: a.Stack.Namespace, Name: a.Name}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := a.Stack.Env.Client.Get(ctx, key, app); err != nil {
-			return err
-		}
-		if slices.Contains(app.Finalizers, v1alpha1.ResourcesFinalizerName) {
-			return nil
-		}
-		app.Finalizers = append(app.Finalizers, v1alpha1.ResourcesFinalizerName)
-		return a.Stack.Env.Client.Update(ctx, app)
-	})
-	if err == nil {
-		err = a.Stack.Env.Client.Delete(ctx, app)
-	}
-	if err != nil {
-		t.Fatalf("testenv: deleting Application %s with %s: %v", a.Name, v1alpha1.ResourcesFinalizerName, err)
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	cascade, policy := true, "foreground"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := apps.Delete(ctx, &applicationpkg.ApplicationDeleteRequest{Name: &a.Name, AppNamespace: &a.Stack.Namespace,
+		Cascade: &cascade, PropagationPolicy: &policy}); err != nil {
+		t.Fatalf("testenv: deleting Application %s (cascade, foreground) through Argo CD: %v", a.Name, err)
 	}
 }
