@@ -69,6 +69,8 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 		require.Contains(t, root.Text, "PreDelete hook", "the failing PreDelete hook is the reason: %s", root.Text)
 		require.Contains(t, root.Text, app.Namespace+"/"+testenv.PreDeleteHookName, "the reason names the hook: %s", root.Text)
 		require.Contains(t, root.Text, "failed", root.Text)
+		require.Contains(t, root.Text, "deletes nothing of the app until every PreDelete hook succeeds (pre-delete-finalizer)",
+			"the pre-delete stage is named as what holds the deletion (ffc7976 passed on the DeletionError condition as it stood, or blamed the resources): %s", root.Text)
 		require.NotContains(t, root.Text, "waits for", "not explained as waiting for the app's resources: %s", root.Text)
 		r.Syncmedic = "argocd/app-deletion-stuck on the Application (notify): " + root.Text
 
@@ -89,7 +91,8 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 			app.Update(t, testenv.ConfigMapData{}, testenv.PreDeleteHook(testenv.PreDeleteHookName+"-fixed", testenv.PodSucceeds))
 			r.Controller += "; once the hook was fixed in git it succeeded and the controller deleted the app"
 		}
-		require.True(t, waitFor(remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion")
+		// The repo-server may answer with the old commit of "main" for a while (its revision cache).
+		require.True(t, waitFor(2*remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion")
 		require.True(t, waitFor(announceWithin, func() bool { return strings.Contains(d.slack.summary(), "Resolved") }),
 			"the incident resolves: %s", d.slack.summary())
 		r.Syncmedic += "; resolved when the Application was gone"
