@@ -263,8 +263,9 @@ func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlac
 	return startServeDaemon(t, app, policy).slack
 }
 
-// startServeDaemon is startServe returning the daemon, whose log tells what serve evaluated (lookedAt).
-func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string) *serveDaemon {
+// startServeDaemon is startServe returning the daemon, whose log tells what serve evaluated (lookedAt); extra
+// flags come last and win (e.g. "--kube-checks=true").
+func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, extra ...string) *serveDaemon {
 	t.Helper()
 	bin := syncmedicBinary(t)
 	stack := app.Stack
@@ -286,6 +287,7 @@ func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string) *se
 		"--policy-file", write("policy.yaml", policy),
 		"--slack-token-file", write("slack-token", "xoxb-conformance"), "--slack-channel", "#incidents",
 		"--slack-api-url", srv.GetAPIURL()}
+	args = append(args, extra...)
 	d := &serveDaemon{logs: &lockedBuffer{}, done: make(chan struct{}), slack: srv}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs

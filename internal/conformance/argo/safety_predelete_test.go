@@ -1,0 +1,235 @@
+package argo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// preDeletePolicy reports an application deletion held past 10 s (notify: no remedy exists) and, with the cluster
+// checks on, any object stuck terminating past 5 s, so that a second report of the same deletion by
+// kube/stuck-terminating has the time to show.
+const preDeletePolicy = `resolveAfter: 1
+rules:
+  argocd/app-deletion-stuck: {mode: notify, threshold: 10s}
+  kube/stuck-terminating: {mode: notify, threshold: 5s}
+` + routes
+
+// preDeleteThresholds is the row text naming preDeletePolicy's thresholds.
+const preDeleteThresholds = "serve with the cluster checks on (default kinds): app-deletion-stuck 10s, kube/stuck-terminating 5s"
+
+// preDeleteServeFlags turn serve's cluster checks on (startServeDaemon turns them off), with their default kinds
+// (Jobs among them): the PreDelete hook Job must not be reported besides the Application. Applications are not among
+// the default kinds; serve does not yet tell its cluster checks that the argocd rules judge Argo CD's finalizers
+// (kube.ScannerOptions.ArgoCDRulesRun), so with applications.argoproj.io added to --kube-stuck-kinds it reports the
+// held Application a second time, as kube/stuck-terminating (seen in this test's first run).
+var preDeleteServeFlags = []string{"--kube-checks=true"}
+
+// How long the near miss and the stuck variant watch beyond what they wait for: longer than every threshold of
+// preDeletePolicy.
+const preDeleteQuiet = 20 * time.Second
+
+// Issue 26 item 10 on the real controller: Argo CD v3.6.1 runs an application's PreDelete hooks when it is deleted,
+// holding it with pre-delete-finalizer.argocd.argoproj.io until every PreDelete hook has succeeded; a failed one is
+// deleted and created again on the next pass, and nothing of the app is deleted meanwhile. The application is
+// deleted with the resources finalizer (cascade). Stuck: the hook's Pod exits 1 on every run; syncmedic reports
+// argocd/app-deletion-stuck on the Application with the failing PreDelete hook as the reason (on ffc7976, which did
+// not know the finalizer, the reason was "Argo CD waits for 1 resource(s) to be deleted"), once: neither the
+// Application nor the hook Job is reported again by kube/stuck-terminating. Fixing the hook in git, as the incident
+// says, lets the controller finish the deletion and the incident resolves. v3.6.1 sometimes skips a failing PreDelete
+// hook by a race of its own at the hook's creation and deletes the app (deletionHeldByAFailingPreDeleteHook): such a
+// deletion must go unreported, and the test deletes another app until the controller holds one. Near miss: a PreDelete hook that succeeds;
+// the application goes away within seconds, serve looked at it while it was deleting and reported nothing.
+func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
+	t.Parallel()
+	env := testenv.KubeWithControllers(t)
+	version := testenv.ArgoCDV3
+	t.Run("on "+version+" a failing PreDelete hook is the reason the deletion is stuck, reported once", func(t *testing.T) {
+		t.Parallel()
+		r := row(version, "application deleted (cascade) while its PreDelete hook Job fails on every run ("+preDeleteThresholds+")")
+		stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+		record(t, r)
+		app, d, root, skipped := deletionHeldByAFailingPreDeleteHook(t, stack)
+		r.Controller = fmt.Sprintf("Application deleting with finalizers %v, its PreDelete hook failing; the controller deletes the failed hook Job and creates it again, pass after pass",
+			app.Get(t).Finalizers)
+		if skipped > 0 {
+			r.Controller += fmt.Sprintf(" (in %d earlier attempt(s) the controller skipped the failing hook at its creation and deleted the app; nothing was reported about them)", skipped)
+		}
+		require.Contains(t, root.Text, "PreDelete hook", "the failing PreDelete hook is the reason: %s", root.Text)
+		require.Contains(t, root.Text, app.Namespace+"/"+testenv.PreDeleteHookName, "the reason names the hook: %s", root.Text)
+		require.Contains(t, root.Text, "failed", root.Text)
+		require.Contains(t, root.Text, "deletes nothing of the app until every PreDelete hook succeeds (pre-delete-finalizer)",
+			"the pre-delete stage is named as what holds the deletion (ffc7976 passed on the DeletionError condition as it stood, or blamed the resources): %s", root.Text)
+		require.NotContains(t, root.Text, "waits for", "not explained as waiting for the app's resources: %s", root.Text)
+		r.Syncmedic = "argocd/app-deletion-stuck on the Application (notify): " + root.Text
+
+		// Watch on while the deletion is held: one incident about the app or its hook, none from kube/stuck-terminating.
+		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 1 || applicationDeleted(t, app) })
+		require.Len(t, incidentsAboutApp(d.slack, app), 1, "one incident about the app or its hook, none from kube/stuck-terminating: %s", d.slack.summary())
+		r.Syncmedic += fmt.Sprintf("; while the deletion was held (up to %s more) still the one incident: kube/stuck-terminating did not report the Application or the hook Job", preDeleteQuiet)
+
+		if applicationDeleted(t, app) {
+			// v3.6.1 sometimes lets a failing PreDelete hook through: a pass that finds the re-created hook Job not
+			// yet in its cluster cache creates it again, gets AlreadyExists, skips it, counts no hook running and
+			// removes pre-delete-finalizer (controller/hook.go:188-202, 232-250; seen in this test's runs).
+			r.Controller += "; the controller then removed pre-delete-finalizer by itself, its DeletionError still naming the failed hook, and deleted the app"
+		} else {
+			// The fix the incident asks for: the hook, replaced in git by one that succeeds (under a new name: the
+			// kubelet stand-in keeps its decision per Job name, and the failed Pods stay failed), and the controller
+			// finishes the deletion.
+			app.Update(t, testenv.ConfigMapData{}, testenv.PreDeleteHook(testenv.PreDeleteHookName+"-fixed", testenv.PodSucceeds))
+			r.Controller += "; once the hook was fixed in git it succeeded and the controller deleted the app"
+		}
+		// The repo-server may answer with the old commit of "main" for a while (its revision cache).
+		require.True(t, waitFor(2*remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion")
+		require.True(t, waitFor(announceWithin, func() bool { return strings.Contains(d.slack.summary(), "Resolved") }),
+			"the incident resolves: %s", d.slack.summary())
+		r.Syncmedic += "; resolved when the Application was gone"
+		require.Len(t, incidentsAboutApp(d.slack, app), 1, d.slack.summary())
+	})
+	t.Run("on "+version+" a PreDelete hook that succeeds lets the deletion finish, nothing reported", func(t *testing.T) {
+		t.Parallel()
+		r := row(version, "application deleted (cascade) with a PreDelete hook Job that succeeds ("+preDeleteThresholds+")")
+		stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+		record(t, r)
+		app := testenv.ScenarioRealPreDeleteHook(t, stack, testenv.PodSucceeds)
+		d := startServeDaemon(t, app, preDeletePolicy, preDeleteServeFlags...)
+		from := d.logLen()
+
+		// Hold the controller (as a load spike would) until serve has evaluated the deleting application, so that
+		// the near miss's silence is a judgement of the deletion, not a deletion too fast to be seen.
+		resume := stack.PauseController(t)
+		app.DeleteCascade(t)
+		looked := waitFor(announceWithin, func() bool { return len(d.evaluations(app, from)) > 0 })
+		resume()
+		require.True(t, looked, "serve evaluates the deleting application (debug log: evaluated application)")
+
+		require.True(t, waitFor(remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller runs the PreDelete hook and deletes the app")
+		r.Controller = "the controller ran the PreDelete hook, removed pre-delete-finalizer, deleted the ConfigMap and cleaned the hook up; the Application went away"
+		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 0 })
+		require.Empty(t, incidentsAboutApp(d.slack, app), "a deletion that finished is not reported: %s", d.slack.summary())
+		evals := d.evaluations(app, from)
+		for _, e := range evals {
+			require.Zero(t, e.findings, "serve found something on the deleting application: %+v", evals)
+		}
+		r.Syncmedic = fmt.Sprintf("no finding: evaluated the deleting application %d time(s), nothing found; nothing reported within %s after it was gone", len(evals), preDeleteQuiet)
+	})
+}
+
+// preDeleteAttempts bounds deletionHeldByAFailingPreDeleteHook's attempts.
+const preDeleteAttempts = 4
+
+// deletionHeldByAFailingPreDeleteHook deletes an application whose PreDelete hook fails, with serve watching, until
+// the controller holds one deletion long enough for serve to report it, and returns that app, its serve, the
+// incident, and how many deletions the controller let through first. v3.6.1 races itself at every creation of a
+// PreDelete hook: a pass that follows the creating one before its cluster cache has the new Job creates it again,
+// gets AlreadyExists ("already exists, skipping"), counts no hook running and removes pre-delete-finalizer
+// (controller/hook.go:188-202, 232-250; seen in this test's runs, at the first creation or at a later one), so the
+// failing hook is skipped and the app deleted. Such an attempt must end with nothing reported about that app.
+func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD) (*testenv.RealHookApp, *serveDaemon, slackMessage, int) {
+	t.Helper()
+	for attempt := 0; attempt < preDeleteAttempts; attempt++ {
+		app := testenv.ScenarioRealPreDeleteHook(t, stack, testenv.PodFails)
+		logControllerLinesOnFailure(t, stack, app)
+		d := startServeDaemon(t, app, preDeletePolicy, preDeleteServeFlags...)
+		app.DeleteCascade(t)
+		want := incident{rule: syncmedic.RuleAppDeletionStuck, object: appObject(app)}
+		var root slackMessage
+		gone := false
+		require.True(t, waitFor(announceWithin, func() bool {
+			for _, m := range d.slack.roots() {
+				if announcementOf(m) == want {
+					root = m
+					return true
+				}
+			}
+			gone = applicationDeleted(t, app)
+			return gone
+		}), "the deletion of %s is neither reported nor finished: %s", app.Name, d.slack.summary())
+		if root.TS != "" {
+			root = announcedAboutAppOnly(t, d.slack, app, want, tick)
+			return app, d, root, attempt
+		}
+		require.True(t, gone)
+		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 0 })
+		require.Empty(t, incidentsAboutApp(d.slack, app), "a deletion the controller let through is not reported: %s", d.slack.summary())
+		t.Logf("attempt %d: the controller skipped the failing PreDelete hook of %s and deleted it", attempt+1, app.Name)
+	}
+	t.Fatalf("in %d attempts the controller never held a deletion on its failing PreDelete hook", preDeleteAttempts)
+	return nil, nil, slackMessage{}, 0
+}
+
+// applicationDeleted reports whether the Application no longer exists.
+func applicationDeleted(t *testing.T, app *testenv.RealHookApp) bool {
+	t.Helper()
+	err := app.Stack.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: app.Stack.Namespace, Name: app.Name}, &v1alpha1.Application{})
+	return apierrors.IsNotFound(err)
+}
+
+// incidentsAboutApp returns the incidents about app's Application or an object of its destination namespace. With the
+// cluster checks on, serve also reports objects of the other tests sharing the apiserver: those are not this test's.
+func incidentsAboutApp(srv *fakeSlack, app *testenv.RealHookApp) []slackMessage {
+	var out []slackMessage
+	for _, m := range srv.roots() {
+		in := announcementOf(m)
+		if in.object == appObject(app) || strings.Contains(in.object, "/"+app.Namespace+"/") ||
+			strings.Contains(m.Text, app.Name) || strings.Contains(m.Text, app.Namespace) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// announcedAboutAppOnly is announcedAbout for serve with the cluster checks on: it waits for want and checks that every
+// incident about app (incidentsAboutApp) is want.
+func announcedAboutAppOnly(t *testing.T, srv *fakeSlack, app *testenv.RealHookApp, want incident, within time.Duration) slackMessage {
+	t.Helper()
+	var root slackMessage
+	require.Eventually(t, func() bool {
+		for _, m := range srv.roots() {
+			if announcementOf(m) == want {
+				root = m
+				return true
+			}
+		}
+		return false
+	}, within, tick, "%s is announced on Slack (received: %s)", want, srv.summary())
+	require.Equal(t, routedChannel, root.Channel, "the policy's route picks the channel")
+	for _, m := range incidentsAboutApp(srv, app) {
+		require.Equal(t, want, announcementOf(m), "an incident about the app besides %v: %q (received: %s)", want, m.Text, srv.summary())
+	}
+	return root
+}
+
+// logControllerLinesOnFailure logs, when the test fails, the application-controller's log lines about app's PreDelete
+// hooks and finalizers: what the controller did with the deletion.
+func logControllerLinesOnFailure(t *testing.T, stack *testenv.RealArgoCD, app *testenv.RealHookApp) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		b, err := os.ReadFile(stack.Logs["argocd-application-controller"])
+		if err != nil {
+			t.Logf("controller log: %v", err)
+			return
+		}
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, app.Name) && (strings.Contains(l, "hook") || strings.Contains(l, "inaliz") || strings.Contains(l, "elet")) {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("application-controller about %s:\n%s", app.Name, strings.Join(lines, "\n"))
+	})
+}
