@@ -31,6 +31,13 @@ func ExplainFinalizer(name string) (string, bool) {
 	if s, ok := knownFinalizers[name]; ok {
 		return s, true
 	}
+	// Argo CD writes its Application finalizers with a suffix: "resources-finalizer.argocd.argoproj.io/foreground",
+	// "pre-delete-finalizer.argocd.argoproj.io/cleanup".
+	if base, _, ok := strings.Cut(name, "/"); ok && strings.HasSuffix(base, ".argocd.argoproj.io") {
+		if s, ok := knownFinalizers[base]; ok {
+			return s, true
+		}
+	}
 	owner := name
 	if i := strings.Index(name, "/"); i > 0 {
 		owner = name[:i]
