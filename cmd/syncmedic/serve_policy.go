@@ -106,6 +106,8 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *syncmedic.Policy) {
 		syncmedic.RuleOperationStuck:           &th.ArgoCD.OperationStuck,
 		syncmedic.RuleAppDeletionStuck:         &th.ArgoCD.AppDeletion,
 		syncmedic.RuleHookNotDeleted:           &th.ArgoCD.HookDeletion,
+		syncmedic.RuleWaitingForHealth:         &th.ArgoCD.WaitingForHealth,
+		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
 		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
 		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
 		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,
