@@ -63,6 +63,21 @@ func WaitingForHealth(obs AppObservation, now time.Time, th Thresholds) []syncme
 	return []syncmedic.Finding{f}
 }
 
+// waitsOnUnknownHealth reports whether app's operation waits for the healthy state of a resource whose health app
+// does not carry (v3 argocd-server's List leaves status.resources[].health out; Get and Watch fill it in).
+func waitsOnUnknownHealth(app *v1alpha1.Application) bool {
+	op := app.Status.OperationState
+	if op == nil || op.Phase != synccommon.OperationRunning {
+		return false
+	}
+	how, ref, ok := parseWaiting(op.Message)
+	if !ok || how != waitHealthy {
+		return false
+	}
+	r := waitedResource(AppObservation{App: app}, ref)
+	return r == nil || r.Health == nil
+}
+
 // waitedResource returns the application's resource status the operation waits for: the one named by ref in the
 // destination namespace, else any of that group, kind and name.
 func waitedResource(obs AppObservation, ref hookRef) *v1alpha1.ResourceStatus {

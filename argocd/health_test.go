@@ -1,12 +1,16 @@
 package argocd
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/health"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
@@ -132,7 +136,9 @@ func TestAutoSyncNotRetried(t *testing.T) {
 	tests := []evalCase{
 		{
 			name: "v3.6.1: a failed automated sync the controller will not retry is reported with its message and revision",
-			obs:  func(t *testing.T) AppObservation { return AppObservation{App: failedAutoSyncApp(20*time.Minute, v3, "4f2c1e9")} },
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: failedAutoSyncApp(20*time.Minute, v3, "4f2c1e9")}
+			},
 			want: []syncmedic.RuleID{syncmedic.RuleAutoSyncNotRetried},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
 				f := fs[0]
@@ -148,7 +154,9 @@ func TestAutoSyncNotRetried(t *testing.T) {
 		},
 		{
 			name: "v2.14.21's wording is read the same way",
-			obs:  func(t *testing.T) AppObservation { return AppObservation{App: failedAutoSyncApp(20*time.Minute, v2, "4f2c1e9")} },
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: failedAutoSyncApp(20*time.Minute, v2, "4f2c1e9")}
+			},
 			want: []syncmedic.RuleID{syncmedic.RuleAutoSyncNotRetried},
 		},
 		{
@@ -162,11 +170,15 @@ func TestAutoSyncNotRetried(t *testing.T) {
 		},
 		{
 			name: "near miss: a failure less than the threshold ago",
-			obs:  func(t *testing.T) AppObservation { return AppObservation{App: failedAutoSyncApp(time.Minute, v3, "4f2c1e9")} },
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: failedAutoSyncApp(time.Minute, v3, "4f2c1e9")}
+			},
 		},
 		{
 			name: "near miss: a new revision, which the controller syncs on its next pass",
-			obs:  func(t *testing.T) AppObservation { return AppObservation{App: failedAutoSyncApp(20*time.Minute, v3, "77aa88b")} },
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: failedAutoSyncApp(20*time.Minute, v3, "77aa88b")}
+			},
 		},
 		{
 			name: "near miss: an attempt that failed with retries left stays Running: the controller retries it",
@@ -180,7 +192,9 @@ func TestAutoSyncNotRetried(t *testing.T) {
 		},
 		{
 			name: "near miss: no SyncError from the controller (it has not decided, or automated sync is off)",
-			obs:  func(t *testing.T) AppObservation { return AppObservation{App: failedAutoSyncApp(20*time.Minute, "", "4f2c1e9")} },
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: failedAutoSyncApp(20*time.Minute, "", "4f2c1e9")}
+			},
 		},
 		{
 			name: "near miss: a sync a person requested since is running",
@@ -222,4 +236,40 @@ func TestNextDeadlineWakesTheNewRules(t *testing.T) {
 		obs := AppObservation{App: failedAutoSyncApp(time.Minute, "Failed last sync attempt to [4f2c1e9]: ", "4f2c1e9")}
 		require.Equal(t, now.Add(-time.Minute+th.AutoSyncNotRetried), nextDeadline(obs, now, th))
 	})
+}
+
+// healthGetter is argocd-server as v3 answers: List without status.resources[].health, Get with it.
+type healthGetter struct {
+	fakeArgo
+	full *v1alpha1.Application
+	gets int
+}
+
+func (f *healthGetter) Get(context.Context, *application.ApplicationQuery, ...grpc.CallOption) (*v1alpha1.Application, error) {
+	f.gets++
+	return f.full.DeepCopy(), nil
+}
+
+func TestScanReadsTheHealthListLeavesOut(t *testing.T) {
+	full := healthWaitApp(40*time.Minute, health.HealthStatusProgressing, "Waiting for rollout to finish: 0 of 1 updated replicas are available...")
+	listed := full.DeepCopy()
+	for i := range listed.Status.Resources {
+		listed.Status.Resources[i].Health = nil
+	}
+	healthy := app(nil)
+	healthy.Name = "calm"
+	f := &healthGetter{fakeArgo: fakeArgo{version: "v3.6.1", apps: []v1alpha1.Application{*listed, *healthy}}, full: full}
+	fs, problems, err := Scan(context.Background(), ScanOptions{Client: f, Access: allowAll{}}, now)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	require.Equal(t, []syncmedic.RuleID{syncmedic.RuleWaitingForHealth}, rules(fs))
+	require.Contains(t, fs[0].Summary, "it is Progressing: Waiting for rollout to finish")
+	require.Equal(t, 1, f.gets, "only the application waiting on an unknown health is read again")
+}
+
+// allowAll answers yes to every CanI.
+type allowAll struct{}
+
+func (allowAll) CanI(context.Context, *accountpkg.CanIRequest, ...grpc.CallOption) (*accountpkg.CanIResponse, error) {
+	return &accountpkg.CanIResponse{Value: "yes"}, nil
 }
