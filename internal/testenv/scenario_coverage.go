@@ -134,12 +134,14 @@ func (a *RealHookApp) SetAutomated(t testing.TB) {
 	}
 }
 
-// FixAutoSync commits the app's source without the ConfigMap for the absent namespace and asks argocd-server for a
-// hard refresh (what a Git webhook or `argocd app get --hard-refresh` does: the repo-server otherwise answers from
-// its cached references for up to --revision-cache-expiration, 3m by default); it returns the new revision.
+// FixAutoSync commits the app's source without the ConfigMap for the absent namespace and with a changed "settings"
+// (so the application is OutOfSync at the new revision and automated sync has something to apply: a fix that only
+// removed the bad ConfigMap would leave it Synced, with no new operation), and asks argocd-server for a hard refresh
+// (what a Git webhook or `argocd app get --hard-refresh` does: the repo-server otherwise answers from its cached
+// references for up to --revision-cache-expiration, 3m by default); it returns the new revision.
 func (a *RealHookApp) FixAutoSync(t testing.TB) string {
 	t.Helper()
-	rev := a.Update(t, ConfigMapData{})
+	rev := a.Update(t, ConfigMapData{Data: map[string]string{"revision": "2"}})
 	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
