@@ -96,10 +96,14 @@ func TestSyncWaitingForHealthForever(t *testing.T) {
 			app, start := testenv.ScenarioRealHealthWait(t, stack, "briefly-waiting")
 			d := startServeDaemon(t, app.RealHookApp, coveragePolicy)
 			from := d.logLen()
+			// Let serve see the sync waiting, the Deployment Progressing, for a while (past the application's next
+			// refresh, whose watch event carries the health on v3 too), then let the Pod become Ready.
+			time.Sleep(healthThreshold / 2)
+			require.NotEmpty(t, d.evaluations(app.RealHookApp, from), "serve evaluated the waiting sync")
 			app.MakeReady()
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			waited := time.Since(start).Round(time.Second)
-			r.Controller = fmt.Sprintf("operation waited on %s; Pod made Ready: %s within %s", testenv.HealthWaitMessage, testenv.DescribeOperation(after), waited)
+			r.Controller = fmt.Sprintf("operation waited on %s for %s; then Pod made Ready: %s within %s", testenv.HealthWaitMessage, healthThreshold/2, testenv.DescribeOperation(after), waited)
 			require.True(t, ok, "the sync moves on once the Pod is Ready: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
 			require.Less(t, waited, healthThreshold, "the near miss must end within the threshold")
