@@ -18,6 +18,8 @@ const (
 	RuleOperationStuck           RuleID = "argocd/operation-stuck"
 	RuleAppDeletionStuck         RuleID = "argocd/app-deletion-stuck"
 	RuleHookNotDeleted           RuleID = "argocd/hook-not-deleted"
+	RuleWaitingForHealth         RuleID = "argocd/waiting-for-health"
+	RuleAutoSyncNotRetried       RuleID = "argocd/auto-sync-not-retried"
 	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
 	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
 	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
@@ -113,6 +115,16 @@ var catalog = map[RuleID]Rule{
 		ID: RuleHookNotDeleted, Automatic: AutoNone, Title: "Old hook never deleted before its re-creation",
 		Meaning:  "The sync waits for the deletion of the previous hook object (BeforeHookCreation), but that object is not being deleted at all, or another controller's finalizer holds it.",
 		Severity: SeverityCritical, Threshold: 2 * time.Minute,
+	},
+	RuleWaitingForHealth: {
+		ID: RuleWaitingForHealth, Automatic: AutoNone, Title: "Argo CD sync waiting for a resource that never becomes healthy",
+		Meaning:  "The sync operation stays Running on \"waiting for healthy state of\" a resource whose health is not Healthy past the threshold (argo-cd #17314): it waits until the resource becomes Healthy or Degraded, and Argo CD refuses every new sync meanwhile.",
+		Severity: SeverityWarning, Threshold: 10 * time.Minute,
+	},
+	RuleAutoSyncNotRetried: {
+		ID: RuleAutoSyncNotRetried, Automatic: AutoNone, Title: "Failed automated sync never retried",
+		Meaning:  "The last sync to the application's target revision failed, and Argo CD's automated sync will not try that revision again (\"Failed last sync attempt to\", argo-cd #18442, #23591): the application stays OutOfSync until a new commit or a manual sync.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleWebhookBackendMissing: {
 		ID: RuleWebhookBackendMissing, Automatic: AutoNone, Title: "Admission webhook backend missing",

@@ -127,10 +127,16 @@ func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 		if op.Phase == synccommon.OperationRunning {
 			consider(lastChange.Add(th.HookCompletion)) // a waited-on hook not found
 			consider(lastChange.Add(th.HookDeletion))   // an old hook never deleted
+			if how, _, ok := parseWaiting(op.Message); ok && how == waitHealthy {
+				consider(lastChange.Add(th.WaitingForHealth)) // a resource never healthy
+			}
 		}
 		consider(stuckSince(obs, op).Add(th.OperationStuck))
 	}
 	consider(orphanCheckAt(op, th))
+	if op != nil && op.FinishedAt != nil && !running {
+		consider(op.FinishedAt.Add(th.AutoSyncNotRetried)) // a failed automated sync never retried
+	}
 	if dt := obs.App.DeletionTimestamp; dt != nil {
 		consider(dt.Add(th.AppDeletion))
 	}

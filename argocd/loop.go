@@ -107,8 +107,8 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 
 // retained is the part of an application the watcher keeps between events: what the rules, the live-state reads
 // and the remedies' parameters read (name, namespace, UID, resourceVersion, project, destination, sync policy,
-// operation, operation state, the resource list, and the labels and slack-channel annotation that route its
-// incidents). History, summary, sync and health status, sources, other annotations and managed fields are dropped, so the heap holds a fraction of each application. It trims a in
+// operation, operation state, the resource list, the sync status and SyncError conditions, and the labels and slack-channel annotation that route its
+// incidents). History, summary, health status, sources, other annotations and managed fields are dropped, so the heap holds a fraction of each application. It trims a in
 // place and returns it (a new 1 KB Application per event was a tenth of the watcher's allocations): a is the
 // decoded event or List item, which nothing else holds.
 func retained(a *v1alpha1.Application) *v1alpha1.Application {
@@ -121,6 +121,14 @@ func retained(a *v1alpha1.Application) *v1alpha1.Application {
 	}
 	r.Operation = a.Operation
 	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
+	// What argocd/auto-sync-not-retried reads: the sync status, and the controller's SyncError saying it skips the
+	// failed revision.
+	r.Status.Sync.Status, r.Status.Sync.Revision, r.Status.Sync.Revisions = a.Status.Sync.Status, a.Status.Sync.Revision, a.Status.Sync.Revisions
+	for _, c := range a.Status.Conditions {
+		if c.Type == v1alpha1.ApplicationConditionSyncError {
+			r.Status.Conditions = append(r.Status.Conditions, c)
+		}
+	}
 	if a.DeletionTimestamp != nil { // only what argocd/app-deletion-stuck reads, and only while deleting
 		r.DeletionTimestamp, r.Finalizers = a.DeletionTimestamp, a.Finalizers
 		for _, c := range a.Status.Conditions {

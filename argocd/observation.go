@@ -43,6 +43,11 @@ type Thresholds struct {
 	// HookDeletion: an operation waiting for the deletion of an old hook that is not being deleted (or that another
 	// controller's finalizer holds) for longer than this.
 	HookDeletion time.Duration
+	// WaitingForHealth: an operation waiting for the healthy state of a resource that is not Healthy for longer
+	// than this.
+	WaitingForHealth time.Duration
+	// AutoSyncNotRetried: a failed sync that automated sync will not retry, for longer than this after it finished.
+	AutoSyncNotRetried time.Duration
 }
 
 // MinSafeHookCompletion is the shortest hook-completion threshold that gives Argo CD's controller time to notice a
@@ -60,5 +65,5 @@ func (th Thresholds) Warnings() []string {
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
 	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
-		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute}
+		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute}
 }

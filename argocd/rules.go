@@ -15,7 +15,8 @@ import (
 )
 
 // Evaluate runs every Argo CD rule of the catalog against one application observation. The generic
-// argocd/operation-stuck finding is left out when a more specific rule already explains the same operation.
+// argocd/operation-stuck finding is left out when a more specific rule already explains the same operation (an
+// operation waiting for a resource's health is argocd/waiting-for-health's).
 func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	if obs.App == nil {
 		return nil
@@ -28,6 +29,8 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	out = append(out, HookCompletionMissed(obs, now, th)...)
 	out = onePlanPerObject(out)
 	out = append(out, AppDeletionStuck(obs, now, th)...)
+	out = append(out, WaitingForHealth(obs, now, th)...)
+	out = append(out, AutoSyncNotRetried(obs, now, th)...)
 	if len(out) == 0 {
 		out = append(out, OperationStuck(obs, now, th)...)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 )
 
 // ScanOptions configure a one-shot Scan; Client is required.
@@ -29,7 +30,8 @@ type ScanOptions struct {
 // operation ran hooks gets one look, so a one-shot scan also finds the orphans a past v2.14.3 left). Problems are
 // applications whose live state could not be read; they are still judged on what the application says. An account
 // that may not get the scanned applications (CanI, see CheckWatch) is refused with an *AccessError rather than
-// reported as having nothing stuck, since argocd-server would list none of them.
+// reported as having nothing stuck, since argocd-server would list none of them. An application whose sync waits for
+// a resource's health that the list does not carry is read once more with Get (waitsOnUnknownHealth).
 func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
 	if o.Client == nil {
 		return nil, nil, errors.New("argocd scan: no client")
@@ -55,6 +57,16 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 		app := &list.Items[i]
 		if o.AppNamespace != "" && app.Namespace != o.AppNamespace {
 			continue
+		}
+		if waitsOnUnknownHealth(app) {
+			// v3 argocd-server fills in status.resources[].health for Get and Watch, not for List: read the app
+			// once more so argocd/waiting-for-health can name the resource's health.
+			name, ns := app.Name, app.Namespace
+			if got, err := o.Client.Get(ctx, &application.ApplicationQuery{Name: &name, AppNamespace: &ns}); err == nil {
+				app = got
+			} else {
+				problems = append(problems, fmt.Sprintf("argocd app %s: health of the resource its sync waits for unreadable: %v", appKey(app), err))
+			}
 		}
 		obs := AppObservation{Instance: o.Instance, App: app, ServerVersion: version, UIURL: o.UIURL}
 		if needsLive(app, false, now, o.Thresholds) != liveNone {

@@ -108,6 +108,8 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 		syncmedic.RuleOperationStuck:           &th.ArgoCD.OperationStuck,
 		syncmedic.RuleAppDeletionStuck:         &th.ArgoCD.AppDeletion,
 		syncmedic.RuleHookNotDeleted:           &th.ArgoCD.HookDeletion,
+		syncmedic.RuleWaitingForHealth:         &th.ArgoCD.WaitingForHealth,
+		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
 		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
 		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
 		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,

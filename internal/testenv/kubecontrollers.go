@@ -18,11 +18,14 @@ import (
 )
 
 // ControllerManagerControllers are the kube-controller-manager controllers KubeWithControllers runs: Jobs get Pods
-// and complete, finished Jobs are deleted by ttlSecondsAfterFinished, owned objects are garbage-collected, and deleted
-// namespaces are emptied and go away — what a cluster does to hook Jobs and Helm releases. There is no scheduler and
-// no kubelet: Pods stay Pending until a test plays the kubelet (Env.Kubelet, Env.SetPodPhase).
+// and complete, finished Jobs are deleted by ttlSecondsAfterFinished, owned objects are garbage-collected, deleted
+// namespaces are emptied and go away, and Deployments roll out through ReplicaSets — what a cluster does to hook
+// Jobs, Helm releases and the Deployments whose health a sync waits for. There is no scheduler and no kubelet: Pods
+// stay Pending (never Ready, so a Deployment never becomes available) until a test plays the kubelet (Env.Kubelet,
+// Env.SetPodPhase).
 var ControllerManagerControllers = []string{
 	"job-controller", "ttl-after-finished-controller", "garbage-collector-controller", "namespace-controller",
+	"deployment-controller", "replicaset-controller",
 }
 
 var sharedWithControllers struct {

@@ -1,0 +1,165 @@
+package testenv
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+)
+
+// Scenarios of issue 30 on a real Argo CD stack: stuck states that are not hook-related — a sync waiting forever for
+// a resource's health, a failed automated sync the controller never retries.
+
+// HealthWaitDeployment is the Deployment of a HealthWaitApp.
+const HealthWaitDeployment = "web"
+
+// HealthWaitMessage is the operation message gitops-engine writes while the sync of a HealthWaitApp waits for its
+// Deployment (setRunningPhase: the v2.14.21 engine's sync_context.go:372-389, v3.6.1's 440-489).
+const HealthWaitMessage = "waiting for healthy state of apps/Deployment/" + HealthWaitDeployment
+
+// healthWaitDeployment is the Deployment in git: sync wave -1, before the ConfigMap "settings" (wave 0), so the sync
+// has two waves and gitops-engine waits for the Deployment's health before the second (a single wave would end the
+// sync as soon as everything is applied). progressDeadlineSeconds is long so that it stays Progressing, not Degraded,
+// for the whole test.
+const healthWaitDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ` + HealthWaitDeployment + `
+  annotations:
+    argocd.argoproj.io/sync-wave: "-1"
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 3600
+  selector:
+    matchLabels: {app: ` + HealthWaitDeployment + `}
+  template:
+    metadata:
+      labels: {app: ` + HealthWaitDeployment + `}
+    spec:
+      containers:
+      - name: web
+        image: registry.example.com/web:1
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+`
+
+// HealthWaitApp is a RealHookApp whose source also has the Deployment HealthWaitDeployment (wave -1): the real
+// deployment and replicaset controllers create its Pod, and the played kubelet leaves the Pod Pending (never Ready)
+// until MakeReady, after which it reports it Running and Ready and the Deployment becomes available.
+type HealthWaitApp struct {
+	*RealHookApp
+	ready   atomic.Bool
+	kubelet *Kubelet
+}
+
+// ScenarioRealHealthWait creates a HealthWaitApp and starts its sync; it returns once the operation is Running with
+// HealthWaitMessage (the Deployment applied, its Pod not Ready), with the time the sync started.
+func ScenarioRealHealthWait(t testing.TB, stack *RealArgoCD, name string) (*HealthWaitApp, time.Time) {
+	t.Helper()
+	a := &HealthWaitApp{RealHookApp: NewRealHookApp(t, stack, name, ConfigMapData{})}
+	a.Repo.Write(t, "app/deployment.yaml", healthWaitDeployment)
+	a.Repo.Commit(t, "deployment "+a.Name)
+	a.kubelet = stack.Env.Kubelet(t, a.Namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
+		if pod.Labels["app"] != HealthWaitDeployment || !a.ready.Load() {
+			return "", false
+		}
+		return corev1.PodRunning, true
+	})
+	start := time.Now()
+	a.Sync(t)
+	if got, ok := a.WaitApp(t, 2*time.Minute, func(app *v1alpha1.Application) bool {
+		return OperationRunningSince(start)(app) && strings.HasPrefix(app.Status.OperationState.Message, HealthWaitMessage)
+	}); !ok {
+		t.Fatalf("testenv: the sync of %s does not wait for its Deployment's health after 2m: %s", a.Name, DescribeOperation(got))
+	}
+	return a, start
+}
+
+// MakeReady has the kubelet report the Deployment's Pods Running and Ready from now on.
+func (a *HealthWaitApp) MakeReady() {
+	a.ready.Store(true)
+	a.kubelet.Poke()
+}
+
+// ResourceHealth is the health the application's status.resources records for the resource of kind and name
+// ("" when it records none: v3 controllers do not persist it, argocd-server fills it in from the resource tree).
+func ResourceHealth(app *v1alpha1.Application, kind, name string) string {
+	for _, r := range app.Status.Resources {
+		if r.Kind == kind && r.Name == name && r.Health != nil {
+			s := string(r.Health.Status)
+			if r.Health.Message != "" {
+				s += ": " + r.Health.Message
+			}
+			return s
+		}
+	}
+	return ""
+}
+
+// ScenarioRealAutoSyncFails: an app whose source has a second ConfigMap for a namespace that does not exist (the
+// client-side dry run passes, the apply fails), set to automated sync with no retries (syncPolicy.retry limit 0,
+// what `argocd app set --sync-policy automated --sync-retry-limit 0` leaves). The real controller syncs the
+// revision once, fails, and then skips it ("Failed last sync attempt to …" on v3.6.1, "Failed sync attempt to …"
+// on v2.14.21, in a SyncError condition). It returns once that condition is there, with the failed revision.
+func ScenarioRealAutoSyncFails(t testing.TB, stack *RealArgoCD, name string) (*RealHookApp, string) {
+	t.Helper()
+	app := NewRealHookApp(t, stack, name, ConfigMapData{Elsewhere: uniqueName("absent")})
+	revision := app.Repo.Head(t)
+	app.SetAutomated(t)
+	if got, ok := app.WaitApp(t, 3*time.Minute, func(a *v1alpha1.Application) bool {
+		return OperationCompleted(a) && AutoSyncSkipped(a) != ""
+	}); !ok {
+		t.Fatalf("testenv: the automated sync of %s did not fail and get skipped within 3m: %s; conditions %v", app.Name, DescribeOperation(got), got.Status.Conditions)
+	}
+	return app, revision
+}
+
+// SetAutomated turns on automated sync with no retries, through the apiserver (what applying the Application with
+// syncPolicy.automated and retry.limit 0 does).
+func (a *RealHookApp) SetAutomated(t testing.TB) {
+	t.Helper()
+	app := &v1alpha1.Application{}
+	app.Name, app.Namespace = a.Name, a.Stack.Namespace
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"syncPolicy":{"automated":{},"retry":{"limit":0}}}}`))
+	if err := a.Stack.Env.Client.Patch(context.Background(), app, patch); err != nil {
+		t.Fatalf("testenv: turning on automated sync of %s: %v", a.Name, err)
+	}
+}
+
+// FixAutoSync commits the app's source without the ConfigMap for the absent namespace and with a changed "settings"
+// (so the application is OutOfSync at the new revision and automated sync has something to apply: a fix that only
+// removed the bad ConfigMap would leave it Synced, with no new operation), and asks argocd-server for a hard refresh
+// (what a Git webhook or `argocd app get --hard-refresh` does: the repo-server otherwise answers from its cached
+// references for up to --revision-cache-expiration, 3m by default); it returns the new revision.
+func (a *RealHookApp) FixAutoSync(t testing.TB) string {
+	t.Helper()
+	rev := a.Update(t, ConfigMapData{Data: map[string]string{"revision": "2"}})
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hard := string(v1alpha1.RefreshTypeHard)
+	if _, err := apps.Get(ctx, &applicationpkg.ApplicationQuery{Name: &a.Name, AppNamespace: &a.Stack.Namespace, Refresh: &hard}); err != nil {
+		t.Fatalf("testenv: hard refresh of %s: %v", a.Name, err)
+	}
+	return rev
+}
+
+// AutoSyncSkipped returns the message of the SyncError condition in which the controller says it skips a revision
+// whose last sync failed ("" when there is none).
+func AutoSyncSkipped(app *v1alpha1.Application) string {
+	for _, c := range app.Status.Conditions {
+		if c.Type == v1alpha1.ApplicationConditionSyncError &&
+			(strings.HasPrefix(c.Message, "Failed last sync attempt to ") || strings.HasPrefix(c.Message, "Failed sync attempt to ")) {
+			return c.Message
+		}
+	}
+	return ""
+}
