@@ -58,11 +58,12 @@ const (
 	podSubnet    = "10.88.0.0/24"
 	cniBinDir    = "/usr/lib/cni"
 	busyboxPath  = "/bin/busybox"
-	nodeStartMax = 3 * time.Minute
+	nodeStartMax = 6 * time.Minute // all of it: apiserver, CRDs, controller-manager, images, Ready; the machine is shared
 )
 
 // NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers,
-// and the node lifecycle controller, which lifts the not-ready taint a new node is admitted with.
+// and the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
+// (TaintNodesByCondition).
 var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller")
 
 // Host paths the kubelet, containerd or go-cni hard-code, whatever their configured directories: removed at Stop
@@ -125,7 +126,7 @@ func stopSharedNode() (*Node, error) {
 
 // startNode starts the control plane, the network namespace, containerd, the images, the scheduler and the
 // kubelet, and waits until the node is Ready. On failure it stops whatever it started.
-func startNode(ctx context.Context) (n *Node, err error) {
+func startNode(ctx context.Context) (_ *Node, err error) {
 	ctx, cancel := context.WithTimeout(ctx, nodeStartMax)
 	defer cancel()
 	bin, err := BinDir()
@@ -143,7 +144,8 @@ func startNode(ctx context.Context) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Name: nodeName, IP: nodeIP, Dir: dir, host: host, netnsName: "syncmedic-node-" + randomHex(4)}
+	// n, not the result: the deferred clean-up below must see the node when startNode returns nil.
+	n := &Node{Name: nodeName, IP: nodeIP, Dir: dir, host: host, netnsName: "syncmedic-node-" + randomHex(4)}
 	n.NetnsPath = "/run/netns/" + n.netnsName
 	n.ContainerdSocket = filepath.Join(dir, "containerd", "containerd.sock")
 	n.removeDir = removeDir
@@ -171,7 +173,55 @@ func startNode(ctx context.Context) (n *Node, err error) {
 	if err := restoreSysctls(n.host.sysctls); err != nil {
 		return nil, err
 	}
+	if err := n.reapOnDeath(); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+// reapOnDeath gives the reaper a script that does what Stop does, for a test binary that dies without running
+// teardown (SIGKILL): the reaper has killed the daemons' process groups by then; the script kills the shims and the
+// Pods' processes, unmounts, deletes the namespace and the cgroups, restores the sysctls and removes the host paths
+// the node created. Stop removes the script.
+func (n *Node) reapOnDeath() error {
+	root, err := harnessRoot()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "D=%q\n", n.Dir)
+	b.WriteString(`for f in $(grep -l -s -F "$D" /proc/[0-9]*/cmdline) $(grep -l -s ':/kubepods' /proc/[0-9]*/cgroup); do
+  p=${f#/proc/}; kill -KILL "${p%%/*}" 2>/dev/null
+done
+sleep 1
+awk '{print $5}' /proc/self/mountinfo | grep -e "^$D/" | sort -r | while read -r m; do umount -l "$m"; done
+`)
+	fmt.Fprintf(&b, "ip netns del %q\n", n.netnsName)
+	if !n.host.netnsDi {
+		b.WriteString(`[ -z "$(ls -A /run/netns)" ] && umount -l /run/netns && rmdir /run/netns` + "\n")
+	}
+	for _, h := range cgroupHierarchies() {
+		for _, c := range nodeCgroups {
+			if top := filepath.Join(h, c); !n.host.cgroups[top] {
+				fmt.Fprintf(&b, "[ -d %q ] && find %q -depth -type d -exec rmdir {} \\; \n", top, top)
+			}
+		}
+	}
+	for k, v := range n.host.sysctls {
+		fmt.Fprintf(&b, "echo %q > %q\n", v, filepath.Join("/proc/sys", k))
+	}
+	for _, p := range nodeHostPaths {
+		if !n.host.paths[p] {
+			fmt.Fprintf(&b, "rm -rf -- %q\n", p)
+		}
+	}
+	fmt.Fprintf(&b, "rm -rf -- \"$D\"\n")
+	script := filepath.Join(root, "node-down-"+n.netnsName+".sh")
+	if err := os.WriteFile(script, []byte(b.String()), 0o700); err != nil {
+		return err
+	}
+	n.stops = append([]func(){func() { _ = os.Remove(script) }}, n.stops...)
+	return reapLater("sh", script)
 }
 
 // checkNodeTools reports what `make tools` has not installed.
@@ -224,9 +274,7 @@ func recordHost() (hostState, error) {
 // cgroupDirs lists the node's top-level cgroups (nodeCgroups) present in any hierarchy.
 func cgroupDirs() []string {
 	var dirs []string
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	hierarchies = append(hierarchies, "/sys/fs/cgroup")
-	for _, h := range hierarchies {
+	for _, h := range cgroupHierarchies() {
 		for _, c := range nodeCgroups {
 			if fi, err := os.Stat(filepath.Join(h, c)); err == nil && fi.IsDir() {
 				dirs = append(dirs, filepath.Join(h, c))
@@ -234,6 +282,13 @@ func cgroupDirs() []string {
 		}
 	}
 	return dirs
+}
+
+// cgroupHierarchies lists where a top-level cgroup may be: every hierarchy under /sys/fs/cgroup (v1 and the
+// unified one of a hybrid host), and /sys/fs/cgroup itself (a cgroup v2 host).
+func cgroupHierarchies() []string {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	return append(hierarchies, "/sys/fs/cgroup")
 }
 
 // createNetns creates the node's network namespace: loopback up and a veth pair with both ends inside, the node's
@@ -442,7 +497,7 @@ func (n *Node) startKubelet(_ context.Context, bin string) error {
 	return err
 }
 
-// waitReady waits until the node is Ready and schedulable (the not-ready taint lifted).
+// waitReady waits until the node is Ready and schedulable (the node lifecycle controller lifted the not-ready taint).
 func (n *Node) waitReady(ctx context.Context) error {
 	for {
 		node, err := n.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})

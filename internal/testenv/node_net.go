@@ -10,30 +10,44 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// inNetns runs fn on an OS thread that has joined the network namespace bound at nsPath. The thread is never given
-// back to the Go scheduler (LockOSThread without Unlock ends it with the goroutine), so no other goroutine runs in
-// the namespace. Sockets fn creates stay in the namespace after it returns.
+// inNetns runs fn on an OS thread that has joined the network namespace bound at nsPath, and moves the thread
+// back to its own namespace afterwards. Sockets fn creates stay in the namespace after it returns. The thread must
+// not die: the daemons the harness starts get SIGKILL when the thread that forked them ends (Pdeathsig), and Go runs
+// goroutines on any thread. Only when the way back fails is the thread given up (it stays locked and ends with the
+// goroutine), rather than let other goroutines run in the node's namespace.
 func inNetns(nsPath string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		f, err := os.Open(nsPath)
+		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
-		defer f.Close()
-		if _, _, e := syscall.RawSyscall(unix.SYS_SETNS, f.Fd(), unix.CLONE_NEWNET, 0); e != 0 {
-			errc <- fmt.Errorf("setns %s: %w", nsPath, e)
+		defer own.Close()
+		target, err := os.Open(nsPath)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
 			return
 		}
-		errc <- fn()
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", nsPath, err)
+			return
+		}
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

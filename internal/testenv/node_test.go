@@ -2,11 +2,14 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,4 +224,58 @@ func TestBuildOCIImageIsAPureFunctionOfItsInput(t *testing.T) {
 	c, err := buildOCIImage("docker.io/local/x:1", changed, []string{"/bin/x"})
 	require.NoError(t, err)
 	require.NotEqual(t, a.Digest, c.Digest)
+}
+
+// nodeRecord is what a child test binary's node was, for its parent to look for leftovers after the child is gone.
+type nodeRecord struct {
+	Dir, NetnsName, NetnsPath string
+	Paths, Cgroups            map[string]bool
+	NetnsDirExisted           bool
+	Sysctls                   map[string]string
+}
+
+const nodeChildStateEnv = "SYNCMEDIC_TESTENV_NODE_CHILD_STATE"
+
+// TestRealNodeKilledBinaryLeavesNothing SIGKILLs a test binary whose real node runs a container: no teardown runs
+// there, and the reaper's clean-up script must leave nothing of the node behind.
+func TestRealNodeKilledBinaryLeavesNothing(t *testing.T) {
+	skipShort(t)
+	if n, _ := stopSharedNode(); n != nil { // one real node per machine: the child needs the machine's
+		require.Empty(t, n.Leftovers())
+	}
+	state := filepath.Join(t.TempDir(), "node.json")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRealNodeKilledChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), nodeChildStateEnv+"="+state)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the child must die of SIGKILL; output:\n%s", out)
+	data, err := os.ReadFile(state)
+	require.NoError(t, err, "child output:\n%s", out)
+	var rec nodeRecord
+	require.NoError(t, json.Unmarshal(data, &rec))
+	n := &Node{Dir: rec.Dir, netnsName: rec.NetnsName, NetnsPath: rec.NetnsPath,
+		host: hostState{paths: rec.Paths, cgroups: rec.Cgroups, netnsDi: rec.NetnsDirExisted, sysctls: rec.Sysctls}}
+	left := n.Leftovers()
+	for deadline := time.Now().Add(nodeWait); len(left) > 0 && time.Now().Before(deadline); left = n.Leftovers() {
+		time.Sleep(time.Second) // the reaper notices the child's death within a second, then cleans up
+	}
+	require.Empty(t, left, "left behind by the killed binary's node")
+}
+
+// TestRealNodeKilledChild is the child of TestRealNodeKilledBinaryLeavesNothing: it starts the node and a container,
+// records the node, and kills itself. Run on its own it is skipped.
+func TestRealNodeKilledChild(t *testing.T) {
+	path := os.Getenv(nodeChildStateEnv)
+	if path == "" {
+		t.Skip("helper process for TestRealNodeKilledBinaryLeavesNothing")
+	}
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	_, err := n.Clientset.CoreV1().Pods(ns).Create(context.Background(), busyboxPod(ns, "sleeper", "sleep", "3600"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPodPhase(t, n, ns, "sleeper", corev1.PodRunning)
+	data, err := json.Marshal(nodeRecord{Dir: n.Dir, NetnsName: n.netnsName, NetnsPath: n.NetnsPath, Paths: n.host.paths,
+		Cgroups: n.host.cgroups, NetnsDirExisted: n.host.netnsDi, Sysctls: n.host.sysctls})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 }
