@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
 #   - redis-server (Debian package) for the in-process argocd-server's cache
+#   - containerd, runc, containernetworking-plugins, iptables, conntrack, busybox-static (Debian packages) and
+#     kubelet + kube-scheduler v1.31.0 for the real node of internal/testenv (node.go)
 #   - kube-apiserver and kube-controller-manager v1.31.0 and etcd v3.5, built with `go build` from the pinned
 #     modules in tools/ (the controller-manager runs the Job, TTL, garbage-collector and namespace controllers for
 #     the real-controller tests)
@@ -15,12 +17,23 @@ mkdir -p "$BIN"
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  log "installing redis-server (Debian package)"
+# The Debian packages the tests need: redis-server, and the real node's container runtime (containerd, runc, the
+# CNI bridge and host-local plugins, iptables and conntrack for the kubelet, busybox-static for the busybox image).
+# Each is installed only when missing.
+DEBS=()
+command -v redis-server >/dev/null 2>&1 || DEBS+=(redis-server)
+command -v containerd >/dev/null 2>&1 || DEBS+=(containerd)
+command -v runc >/dev/null 2>&1 || DEBS+=(runc)
+[ -x /usr/lib/cni/bridge ] || DEBS+=(containernetworking-plugins)
+command -v iptables >/dev/null 2>&1 || DEBS+=(iptables)
+command -v conntrack >/dev/null 2>&1 || DEBS+=(conntrack)
+dpkg -s busybox-static >/dev/null 2>&1 || DEBS+=(busybox-static)
+if [ ${#DEBS[@]} -gt 0 ]; then
+  log "installing ${DEBS[*]} (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${DEBS[@]}" >/dev/null
 fi
 
 # build NAME TOOLDIR PACKAGE [LDFLAGS]: go build PACKAGE from tools/TOOLDIR into bin/NAME unless the stamp matches.
@@ -39,6 +52,10 @@ build() {
 K8S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=v1.31.0 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31"
 build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$K8S_LDFLAGS"
 build kube-controller-manager kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_LDFLAGS"
+# The real node's kubelet and scheduler (internal/testenv/node.go), from their own module so that adding them leaves
+# the stamps of the two above alone.
+build kubelet kubelet k8s.io/kubernetes/cmd/kubelet "$K8S_LDFLAGS"
+build kube-scheduler kubelet k8s.io/kubernetes/cmd/kube-scheduler "$K8S_LDFLAGS"
 build etcd etcd go.etcd.io/etcd/server/v3
 build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 

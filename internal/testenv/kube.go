@@ -43,6 +43,9 @@ type Env struct {
 	ControllerManagerLog string
 
 	te *envtest.Environment
+	// stops stop the control plane's processes (apiserver and etcd, the controller-manager, the scheduler) now
+	// rather than at teardown; the real node (node.go) stops its own control plane with them.
+	stops []func()
 }
 
 var shared struct {
@@ -65,7 +68,9 @@ func Kube(t testing.TB) *Env {
 	return shared.env
 }
 
-func startKube() (*Env, error) {
+// startKube starts a kube-apiserver + etcd with the CRDs of bin/crds; configure, when given, adjusts the
+// environment (apiserver flags) before it starts.
+func startKube(configure ...func(*envtest.Environment)) (*Env, error) {
 	assets, crds, err := kubeAssets()
 	if err != nil {
 		return nil, err
@@ -77,6 +82,9 @@ func startKube() (*Env, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	for _, c := range configure {
+		c(te)
+	}
 	if _, err := harnessRoot(); err != nil { // the reaper must exist before the processes it guards
 		return nil, err
 	}
@@ -85,7 +93,7 @@ func startKube() (*Env, error) {
 		_ = te.Stop()
 		return nil, err
 	}
-	register(func() {
+	stopKube := register(func() {
 		if err := te.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping kube-apiserver and etcd: %v\n", err)
 		}
@@ -97,7 +105,7 @@ func startKube() (*Env, error) {
 	_ = reapLater("dir", te.ControlPlane.Etcd.DataDir)
 	_ = reapLater("dir", te.ControlPlane.APIServer.CertDir)
 	cfg.WarningHandler = rest.NoWarnings{} // e.g. "v2beta1 HelmRelease is deprecated": expected in these tests
-	env := &Env{Config: cfg, te: te}
+	env := &Env{Config: cfg, te: te, stops: []func(){stopKube}}
 	dir, _, err := tempDir("kube-")
 	if err != nil {
 		return nil, err
@@ -179,6 +187,15 @@ func BinDir() (string, error) {
 	if d := os.Getenv("SYNCMEDIC_BIN"); d != "" {
 		return d, nil
 	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+// moduleRoot is the root directory of the syncmedic module, found upwards from the working directory.
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -186,7 +203,7 @@ func BinDir() (string, error) {
 	for {
 		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && strings.Contains(string(data), "module github.com/syncmedic/syncmedic\n") {
-			return filepath.Join(dir, "bin"), nil
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

@@ -46,7 +46,7 @@ func KubeWithControllers(t testing.TB) *Env {
 	s.once.Do(func() {
 		s.env, s.err = startKube()
 		if s.err == nil {
-			s.err = s.env.startControllerManager()
+			s.err = s.env.startControllerManager(ControllerManagerControllers)
 		}
 	})
 	if s.err != nil {
@@ -55,9 +55,9 @@ func KubeWithControllers(t testing.TB) *Env {
 	return s.env
 }
 
-// startControllerManager runs bin/kube-controller-manager against e until teardown, and waits until its namespace
-// controller has removed a namespace (proof that it is connected and its controllers run).
-func (e *Env) startControllerManager() error {
+// startControllerManager runs bin/kube-controller-manager with controllers against e until teardown, and waits until
+// its namespace controller has removed a namespace (proof that it is connected and its controllers run).
+func (e *Env) startControllerManager(controllers []string) error {
 	bin, err := BinDir()
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (e *Env) startControllerManager() error {
 	}
 	cmd := exec.Command(exe,
 		"--kubeconfig="+e.Kubeconfig,
-		"--controllers="+joinComma(ControllerManagerControllers),
+		"--controllers="+joinComma(controllers),
 		"--secure-port=0", "--leader-elect=false",
 		// React within a second or two, as the tests poll: the defaults are tuned for large clusters.
 		"--concurrent-gc-syncs=5", "--concurrent-job-syncs=5", "--concurrent-ttl-after-finished-syncs=5",
@@ -89,7 +89,7 @@ func (e *Env) startControllerManager() error {
 		return err
 	}
 	_ = reapLater("pg", strconv.Itoa(cmd.Process.Pid))
-	register(func() { stop(); _ = logFile.Close() })
+	e.stops = append(e.stops, register(func() { stop(); _ = logFile.Close() }))
 	e.ControllerManagerLog = logPath
 	if err := e.waitNamespaceController(exited); err != nil {
 		return fmt.Errorf("kube-controller-manager: %w\n%s", err, tail(logPath, 30))

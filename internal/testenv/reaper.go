@@ -13,7 +13,8 @@ import (
 
 // The reaper is a tiny shell process, started on first use, that outlives a test binary which dies without
 // running its cleanups (a panic, `go test -timeout`, SIGKILL): once this process is gone it kills the process
-// groups and removes the directories listed in <root>/reap, then removes root itself. Processes the harness starts
+// groups, removes the directories and runs the clean-up scripts listed in <root>/reap, in order, then removes root
+// itself. Processes the harness starts
 // directly also die with the binary (Pdeathsig); envtest's kube-apiserver and etcd do not, hence the reaper.
 var reaper struct {
 	once sync.Once
@@ -30,6 +31,7 @@ if [ -f "$root/reap" ]; then
     case "$kind" in
       pg) kill -KILL "-$value" 2>/dev/null ;;
       dir) rm -rf -- "$value" ;;
+      sh) sh -- "$value" >/dev/null 2>&1 ;;
     esac
   done < "$root/reap"
 fi
@@ -64,7 +66,8 @@ func harnessRoot() (string, error) {
 	return reaper.root, reaper.err
 }
 
-// reapLater records a process group or directory for the reaper ("pg", pgid) / ("dir", path).
+// reapLater records a process group, directory or clean-up script for the reaper ("pg", pgid) / ("dir", path) /
+// ("sh", script path).
 func reapLater(kind, value string) error {
 	root, err := harnessRoot()
 	if err != nil {

@@ -1,0 +1,281 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// nodeWait bounds what a test waits for the node: Pods start in seconds, but the machine is shared.
+const nodeWait = 3 * time.Minute
+
+func busyboxPod(ns, name string, command ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "main", Image: NodeBusyboxImage, ImagePullPolicy: corev1.PullNever, Command: command,
+			}},
+		},
+	}
+}
+
+// pollNode calls check every 100 ms until it reports done, fails the test when it returns an error (a terminal
+// state other than the awaited one) or when nodeWait passes; what says the last state and the kubelet's log tail.
+func pollNode(t *testing.T, n *Node, what string, check func() (done bool, err error)) {
+	t.Helper()
+	deadline := time.Now().Add(nodeWait)
+	for {
+		done, err := check()
+		require.NoError(t, err, what)
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not done after %s\nkubelet log:\n%s", what, nodeWait, tail(n.KubeletLog, 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitPodPhase waits until the Pod reaches phase and returns it; it fails on any other terminal phase.
+func waitPodPhase(t *testing.T, n *Node, ns, name string, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	pollNode(t, n, "pod "+ns+"/"+name+" reaches "+string(phase), func() (bool, error) {
+		p, err := n.Clientset.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pod = p
+		if p.Status.Phase == corev1.PodFailed && phase != corev1.PodFailed {
+			return false, fmt.Errorf("pod failed: %+v", p.Status)
+		}
+		return p.Status.Phase == phase, nil
+	})
+	return pod
+}
+
+func TestRealNodeReady(t *testing.T) {
+	n := RealNode(t)
+	node, err := n.Clientset.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, nodeReady(node), "conditions %+v, taints %+v", node.Status.Conditions, node.Spec.Taints)
+	require.Contains(t, node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: nodeIP})
+	require.Equal(t, "v1.31.0", node.Status.NodeInfo.KubeletVersion)
+	require.True(t, strings.HasPrefix(node.Status.NodeInfo.ContainerRuntimeVersion, "containerd://"),
+		node.Status.NodeInfo.ContainerRuntimeVersion)
+	// The node's address exists only inside its namespace (no packet is sent to find out: the host's default route
+	// leads out of the machine).
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		require.NotContains(t, a.String(), nodeIP+"/", "the node's address is on a host interface")
+	}
+	out, err := runIn(context.Background(), n.NetnsPath, "ip", "-4", "route")
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "default", "the node's namespace has a route out:\n%s", out)
+}
+
+func TestRealNodePodEchoHiSucceedsWithLogs(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	_, err := n.Clientset.CoreV1().Pods(ns).Create(context.Background(), busyboxPod(ns, "hi", "echo", "hi"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod := waitPodPhase(t, n, ns, "hi", corev1.PodSucceeded)
+	require.Equal(t, n.Name, pod.Spec.NodeName)
+	require.Len(t, pod.Status.ContainerStatuses, 1)
+	term := pod.Status.ContainerStatuses[0].State.Terminated
+	require.NotNil(t, term)
+	require.Equal(t, int32(0), term.ExitCode)
+	require.True(t, strings.HasPrefix(pod.Status.PodIP, "10.88.0."), "pod IP %q not on the node's bridge", pod.Status.PodIP)
+	// The apiserver reads the logs from the kubelet, through its egress proxy into the node's namespace.
+	logs, err := n.Clientset.CoreV1().Pods(ns).GetLogs("hi", &corev1.PodLogOptions{}).DoRaw(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(logs))
+}
+
+func TestRealNodeJobTwoCompletions(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	pod := busyboxPod(ns, "", "sh", "-c", "echo done")
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two"},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](1), BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{Spec: pod.Spec},
+		},
+	}
+	_, err := n.Clientset.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pollNode(t, n, "job "+ns+"/two completes", func() (bool, error) {
+		j, err := n.Clientset.BatchV1().Jobs(ns).Get(context.Background(), "two", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				return false, fmt.Errorf("job failed: %+v", c)
+			}
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	pods, err := n.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=two"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 2)
+	for _, p := range pods.Items {
+		require.Equal(t, corev1.PodSucceeded, p.Status.Phase, p.Name)
+		require.Equal(t, n.Name, p.Spec.NodeName, p.Name)
+	}
+}
+
+func TestRealNodeImagesAreReproducible(t *testing.T) {
+	n := RealNode(t)
+	ctx := context.Background()
+	root, err := moduleRoot()
+	require.NoError(t, err)
+	a, err := pauseImage(ctx, root, t.TempDir())
+	require.NoError(t, err)
+	b, err := pauseImage(ctx, root, t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, a.Digest, b.Digest, "two builds of the pause image differ")
+	c, err := busyboxImage(ctx, busyboxPath)
+	require.NoError(t, err)
+	d, err := busyboxImage(ctx, busyboxPath)
+	require.NoError(t, err)
+	require.Equal(t, c.Digest, d.Digest, "two builds of the busybox image differ")
+	// The node runs exactly these images.
+	images, err := n.ctr(ctx, "images", "ls")
+	require.NoError(t, err)
+	digests := map[string]string{}
+	for _, line := range strings.Split(string(images), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 {
+			digests[f[0]] = f[2]
+		}
+	}
+	require.Equal(t, a.Digest, digests[NodePauseImage], "ctr images ls:\n%s", images)
+	require.Equal(t, c.Digest, digests[NodeBusyboxImage], "ctr images ls:\n%s", images)
+}
+
+// TestRealNodeTearDownLeavesNothing stops the shared node while a container runs (the next RealNode starts a new
+// one) and asserts that no process, mount, namespace, cgroup, sysctl change or host path of it is left.
+func TestRealNodeTearDownLeavesNothing(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	_, err := n.Clientset.CoreV1().Pods(ns).Create(context.Background(), busyboxPod(ns, "sleeper", "sleep", "3600"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPodPhase(t, n, ns, "sleeper", corev1.PodRunning)
+	require.NotEmpty(t, n.nodeProcesses(), "no process of the node found while it runs: the leftover check would see nothing")
+	require.NotEmpty(t, n.nodeMounts(), "no mount of the node found while it runs")
+	require.NotEmpty(t, cgroupDirs(), "no kubepods cgroup found while the node runs")
+
+	stopped, err := stopSharedNode()
+	require.NoError(t, err)
+	require.Same(t, n, stopped)
+	require.Empty(t, n.Leftovers())
+	require.Empty(t, n.nodeProcesses())
+	require.Empty(t, n.nodeMounts())
+	require.NoFileExists(t, n.NetnsPath)
+	require.Empty(t, cgroupDirs())
+	require.NoDirExists(t, n.Dir)
+	for _, p := range nodeHostPaths {
+		if !n.host.paths[p] {
+			require.NoFileExists(t, p)
+			require.NoDirExists(t, p)
+		}
+	}
+	for k, v := range n.host.sysctls {
+		cur, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		require.NoError(t, err)
+		require.Equal(t, v, strings.TrimSpace(string(cur)), k)
+	}
+}
+
+func TestBuildOCIImageIsAPureFunctionOfItsInput(t *testing.T) {
+	files := []imageFile{{Path: "bin/x", Data: []byte("x"), Mode: 0o755}, {Path: "bin", Dir: true}, {Path: "bin/y", Link: "x"}}
+	a, err := buildOCIImage("docker.io/local/x:1", files, []string{"/bin/x"})
+	require.NoError(t, err)
+	reordered := []imageFile{files[2], files[0], files[1]}
+	b, err := buildOCIImage("docker.io/local/x:1", reordered, []string{"/bin/x"})
+	require.NoError(t, err)
+	require.Equal(t, a.Digest, b.Digest)
+	require.Equal(t, a.Tar, b.Tar)
+	changed := append([]imageFile(nil), files...)
+	changed[0].Data = []byte("y")
+	c, err := buildOCIImage("docker.io/local/x:1", changed, []string{"/bin/x"})
+	require.NoError(t, err)
+	require.NotEqual(t, a.Digest, c.Digest)
+}
+
+// nodeRecord is what a child test binary's node was, for its parent to look for leftovers after the child is gone.
+type nodeRecord struct {
+	Dir, NetnsName, NetnsPath string
+	Paths, Cgroups            map[string]bool
+	NetnsDirExisted           bool
+	Sysctls                   map[string]string
+}
+
+const nodeChildStateEnv = "SYNCMEDIC_TESTENV_NODE_CHILD_STATE"
+
+// TestRealNodeKilledBinaryLeavesNothing SIGKILLs a test binary whose real node runs a container: no teardown runs
+// there, and the reaper's clean-up script must leave nothing of the node behind.
+func TestRealNodeKilledBinaryLeavesNothing(t *testing.T) {
+	skipShort(t)
+	if n, _ := stopSharedNode(); n != nil { // one real node per machine: the child needs the machine's
+		require.Empty(t, n.Leftovers())
+	}
+	state := filepath.Join(t.TempDir(), "node.json")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRealNodeKilledChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), nodeChildStateEnv+"="+state)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the child must die of SIGKILL; output:\n%s", out)
+	data, err := os.ReadFile(state)
+	require.NoError(t, err, "child output:\n%s", out)
+	var rec nodeRecord
+	require.NoError(t, json.Unmarshal(data, &rec))
+	n := &Node{Dir: rec.Dir, netnsName: rec.NetnsName, NetnsPath: rec.NetnsPath,
+		host: hostState{paths: rec.Paths, cgroups: rec.Cgroups, netnsDi: rec.NetnsDirExisted, sysctls: rec.Sysctls}}
+	left := n.Leftovers()
+	for deadline := time.Now().Add(nodeWait); len(left) > 0 && time.Now().Before(deadline); left = n.Leftovers() {
+		time.Sleep(time.Second) // the reaper notices the child's death within a second, then cleans up
+	}
+	require.Empty(t, left, "left behind by the killed binary's node")
+}
+
+// TestRealNodeKilledChild is the child of TestRealNodeKilledBinaryLeavesNothing: it starts the node and a container,
+// records the node, and kills itself. Run on its own it is skipped.
+func TestRealNodeKilledChild(t *testing.T) {
+	path := os.Getenv(nodeChildStateEnv)
+	if path == "" {
+		t.Skip("helper process for TestRealNodeKilledBinaryLeavesNothing")
+	}
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	_, err := n.Clientset.CoreV1().Pods(ns).Create(context.Background(), busyboxPod(ns, "sleeper", "sleep", "3600"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPodPhase(t, n, ns, "sleeper", corev1.PodRunning)
+	data, err := json.Marshal(nodeRecord{Dir: n.Dir, NetnsName: n.netnsName, NetnsPath: n.NetnsPath, Paths: n.host.paths,
+		Cgroups: n.host.cgroups, NetnsDirExisted: n.host.netnsDi, Sysctls: n.host.sysctls})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
