@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/syncmedic/syncmedic"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/conformance"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -37,7 +40,8 @@ const retryThresholds = "serve on auto: hook-finalizer-stuck 3s, hook-completion
 // threshold. The person fixing the cause creates the namespace during the backoff. Nothing may be reported or done
 // during the backoff — terminating would cut it short and reset the retry count — and the controller's own retry
 // then succeeds, the same operation. v3.6.1 waits for the running hook before failing the wave, so its backoff
-// records the hook finished: the same near miss, from a different state.
+// records the hook finished: the same near miss, from a different state. v2.14.21's retry then loses its hook for
+// good (retryLosesItsHook), and only there may syncmedic act.
 func TestRetryBackoffIsNotALostHook(t *testing.T) {
 	t.Parallel()
 	env := testenv.KubeWithControllers(t)
@@ -79,12 +83,7 @@ func TestRetryBackoffIsNotALostHook(t *testing.T) {
 			require.Zero(t, terminations, "the retrying operation is not terminated during the backoff")
 			require.Zero(t, syncs, "syncmedic starts no sync of its own during the backoff")
 			if version == testenv.ArgoCDV2 {
-				// What the backoff asks is proven here. The retry attempt itself is not judged on v2.14.21: with
-				// hook-completion-missed at 45 s, serve reported its hook "not found" 45 s after the retry started
-				// with no change of the operation state meanwhile (BeforeHookCreation deletes the failed attempt's
-				// Job and creates it again), and terminated it. Whether that attempt was really lost, or the
-				// played kubelet's Pods keep the old Job from going, is not established yet (issue 26's note).
-				r.Syncmedic = fmt.Sprintf("no finding, no action during the %s backoff; the retry attempt's outcome is not asserted on this version", retryBackoff)
+				retryLosesItsHook(t, r, app, srv, ops, started)
 				return
 			}
 			after, done := app.WaitApp(t, remedyWithin, testenv.OperationCompleted)
@@ -101,4 +100,66 @@ func TestRetryBackoffIsNotALostHook(t *testing.T) {
 			require.Empty(t, srv.roots(), "a sync that succeeded is not reported: %s", srv.summary())
 		})
 	}
+}
+
+// retryLosesItsHook is TestRetryBackoffIsNotALostHook's retry attempt on v2.14.21, which loses its hook for good. The
+// controller clears the sync result only in memory when the retry starts (appcontroller.go:1408-1413); the retry's
+// first pass deletes the failed attempt's Job (BeforeHookCreation: gitops-engine c08b0a72 sync_context.go runTasks)
+// and records no resource, and setOperationState's merge patch leaves out the empty list (`resources,omitempty`), so
+// the failed attempt's results stay stored. The next pass reads Job report back as Running, records it "Pending
+// deletion" from the deleting Job and, once the Job is gone, waits for a running hook that has no live object and
+// that nothing will create again: for ever (argo-cd #16446, #27507; a diagnostic run with serve only notifying saw
+// the operation unchanged for 5 minutes). The Pod's exit is not what holds it: the Job is gone within seconds. That
+// is the lost hook hook-completion-missed exists for: reported once the operation has not changed for the threshold,
+// and terminate-and-resync's new sync, which creates the hook again, succeeds.
+func retryLosesItsHook(t *testing.T, r *conformance.Row, app *testenv.RealHookApp, srv *fakeSlack, ops *testenv.OperationCounter, started metav1.Time) {
+	t.Helper()
+	lost, ok := app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool { return retryLostHook(t, app, a, started) })
+	require.True(t, ok, "v2.14.21's retry waits for hook %s, which no longer exists: %s", testenv.KeptWaveHook.Name, testenv.DescribeOperation(lost))
+	lostAt := time.Now()
+	r.Controller += fmt.Sprintf("; the retry deleted the old Job (BeforeHookCreation) and waits for it, recorded Running from the failed attempt: %s",
+		testenv.DescribeOperation(lost))
+
+	// The controller leaves the lost hook as it is until syncmedic acts.
+	var changed bool
+	app.WaitApp(t, retryPolicyHookCompletion+announceWithin, func(a *v1alpha1.Application) bool {
+		announced := len(incidentsOf(srv, syncmedic.RuleHookCompletionMissed)) > 0
+		changed = changed || (!announced && !retryLostHook(t, app, a, started))
+		return announced
+	})
+	root := incidentAbout(t, srv, app, syncmedic.RuleHookCompletionMissed, testenv.KeptWaveHook.Name, time.Second)
+	waited := time.Since(lostAt).Round(time.Second)
+	require.False(t, changed, "the controller did nothing about the lost hook by itself until serve acted")
+	require.GreaterOrEqual(t, waited, retryPolicyHookCompletion-5*time.Second, "reported only past the threshold")
+
+	resynced := func(a *v1alpha1.Application) bool {
+		return testenv.OperationCompleted(a) && a.Status.OperationState.StartedAt.After(started.Time)
+	}
+	after, done := app.WaitApp(t, 2*remedyWithin, resynced)
+	terminations, syncs := ops.Counts()
+	r.Controller += "; after the remedy: " + testenv.DescribeOperation(after)
+	r.Syncmedic = fmt.Sprintf("no finding, no action during the %s backoff; argocd/hook-completion-missed about Job %s %s after the retry lost it; thread: %s; terminations %d, new syncs %d",
+		retryBackoff, testenv.KeptWaveHook.Name, waited, thread(srv, root), terminations, syncs)
+	require.Len(t, srv.roots(), 1, "only the lost hook is reported: %s", srv.summary())
+	require.Equal(t, 1, terminations, "the lost retry is terminated once")
+	require.Equal(t, 1, syncs, "and synced again once")
+	require.True(t, done, "the new sync ends: %s", testenv.DescribeOperation(after))
+	require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
+}
+
+// retryPolicyHookCompletion is hook-completion-missed's threshold in retryPolicy.
+const retryPolicyHookCompletion = 45 * time.Second
+
+// retryLostHook holds while a's operation is the retry of the operation started at started (Running, finishedAt
+// cleared, retryCount 1) recording Job report Running though the Job no longer exists.
+func retryLostHook(t *testing.T, app *testenv.RealHookApp, a *v1alpha1.Application, started metav1.Time) bool {
+	st := a.Status.OperationState
+	if st == nil || st.Phase != synccommon.OperationRunning || st.FinishedAt != nil || st.RetryCount != 1 || !st.StartedAt.Equal(&started) {
+		return false
+	}
+	if testenv.HookResult(a, testenv.KeptWaveHook.Name) != synccommon.OperationRunning {
+		return false
+	}
+	job, _ := app.JobState(t, testenv.KeptWaveHook.Name)
+	return job == nil
 }
