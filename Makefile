@@ -41,7 +41,7 @@ tools-ui:
 # fuzz target for FUZZTIME.
 test: tools
 	rm -rf $(BIN)/compat
-	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR=$(BIN)/compat go test -count=1 -timeout 45m ./...
+	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR=$(BIN)/compat go test -count=1 -timeout 60m ./...
 	$(MAKE) compat
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
