@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,28 +10,12 @@ import (
 	"github.com/syncmedic/syncmedic/policy"
 )
 
-const routesPolicy = `
-routes:
-  - name: payments
-    match:
-      projects: [payments]
-    slackChannel: "#payments-oncall"
-  - name: platform-flux
-    match:
-      releases: [ingress-*]
-      severities: [critical]
-    slackChannel: "#platform"
-    receivers: [slack, alertmanager]
-  - match:
-      labels:
-        team: data-*
-      rules: [argocd/hook-*]
-    receivers: [webhook]
-`
+// routesFile holds the routes both the policy and the incident tests use.
+const routesFile = "../policy/testdata/routes.yaml"
 
 func TestAnIncidentKeepsTheRouteItOpenedWith(t *testing.T) {
 	ctx := context.Background()
-	p, err := policy.LoadPolicy([]byte(routesPolicy))
+	p, err := policy.LoadPolicy(readFile(t, routesFile))
 	require.NoError(t, err)
 	evs, c := &events{}, newClock()
 	tr := newTestTracker(t, TrackerOptions{Publisher: evs, Now: c.Now, Policy: func() *policy.Policy { return p }})
@@ -57,4 +42,12 @@ func TestAnIncidentKeepsTheRouteItOpenedWith(t *testing.T) {
 			require.NotNil(t, ev.Incident.Route, "%s", ev.Kind)
 		}
 	})
+}
+
+// readFile returns the content of a test data file.
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return b
 }

@@ -1,30 +1,15 @@
 package policy
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/syncmedic/syncmedic"
 )
 
-const routesPolicy = `
-routes:
-  - name: payments
-    match:
-      projects: [payments]
-    slackChannel: "#payments-oncall"
-  - name: platform-flux
-    match:
-      releases: [ingress-*]
-      severities: [critical]
-    slackChannel: "#platform"
-    receivers: [slack, alertmanager]
-  - match:
-      labels:
-        team: data-*
-      rules: [argocd/hook-*]
-    receivers: [webhook]
-`
+// routesFile holds the routes both the policy and the incident tests use.
+const routesFile = "testdata/routes.yaml"
 
 func fluxFinding(ns, name string, sev syncmedic.Severity, labels map[string]string) syncmedic.Finding {
 	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux, Group: "helm.toolkit.fluxcd.io", Version: "v2",
@@ -34,7 +19,7 @@ func fluxFinding(ns, name string, sev syncmedic.Severity, labels map[string]stri
 }
 
 func TestRoutesSendEachIncidentWhereItsTeamLooks(t *testing.T) {
-	p, err := LoadPolicy([]byte(routesPolicy))
+	p, err := LoadPolicy(readFile(t, routesFile))
 	require.NoError(t, err)
 	payments := hookFinding("shop", "migrate")
 	payments.Object.Project = "payments"
@@ -98,4 +83,12 @@ func TestBadRoutesAreRefusedWithTheFieldAndTheFix(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// readFile returns the content of a test data file.
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return b
 }
