@@ -56,6 +56,7 @@ func layers() map[string]layer {
 		"internal/leader":      layerSupport,
 		"internal/synthdump":   layerSupport,
 		"internal/testenv":     layerSupport,
+		"internal/testclock":   layerSupport,
 		"internal/argoapi/gen": layerTop,
 	}
 }

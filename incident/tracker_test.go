@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"github.com/syncmedic/syncmedic/internal/testclock"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,17 +13,8 @@ import (
 	"github.com/syncmedic/syncmedic/policy"
 )
 
-// clock is a settable time source for tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// newClock is the tests' settable time source.
+func newClock() *testclock.Clock { return testclock.New() }
 
 // events collects published events.
 type events struct {

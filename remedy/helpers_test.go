@@ -5,9 +5,9 @@ package remedy
 import (
 	"bytes"
 	"context"
+	"github.com/syncmedic/syncmedic/internal/testclock"
 	"sync"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -17,17 +17,8 @@ import (
 	"github.com/syncmedic/syncmedic/incident"
 )
 
-// clock is a settable time source for tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// newClock is the tests' settable time source.
+func newClock() *testclock.Clock { return testclock.New() }
 
 // events collects published events.
 type events struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncmedic/syncmedic/internal/testclock"
 	"log/slog"
 	"slices"
 	"sync"
@@ -52,7 +53,7 @@ type remediationRig struct {
 	fixer  *Fixer
 	rem    *countingRemedier
 	evs    *events
-	clock  *clock
+	clock  *testclock.Clock
 	policy *policy.Policy
 	leader bool
 	logs   *bytes.Buffer
