@@ -2,7 +2,6 @@ package argo
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +125,8 @@ func loseFastHook(t *testing.T, stack *testenv.RealArgoCD, app *testenv.RealHook
 	app.Release(t, "fast")
 	require.True(t, app.WaitJob(t, "fast", controllerWindow, func(j *batchv1.Job) bool { return j == nil || j.DeletionTimestamp != nil }),
 		"the TTL controller deletes the finished fast Job")
-	if job, _ := app.JobState(t, "fast"); job != nil && slices.Contains(job.Finalizers, testenv.HookFinalizer) {
-		app.SetJobFinalizers(t, "fast", slices.DeleteFunc(slices.Clone(job.Finalizers), func(f string) bool { return f == testenv.HookFinalizer })...)
-	}
+	// Read afresh on every attempt: the garbage collector may remove foregroundDeletion meanwhile, and the apiserver
+	// refuses to put it back on a deleting Job.
+	app.RemoveHookFinalizer(t, "fast")
 	require.True(t, app.WaitJob(t, "fast", controllerWindow, func(j *batchv1.Job) bool { return j == nil }), "the fast Job is gone")
 }
