@@ -210,6 +210,15 @@ func (a *RealHookApp) Release(t testing.TB, name string) {
 	a.Kubelet.Poke()
 }
 
+// Hold undoes Release: the Pod of the next run of hook Job name (PodRunsUntilReleased) stays Running until Release is
+// called again, so that a test can pause the controller before that run finishes.
+func (a *RealHookApp) Hold(t testing.TB, name string) {
+	t.Helper()
+	a.mu.Lock()
+	a.released[name] = false
+	a.mu.Unlock()
+}
+
 // Sync starts a sync of the app's target revision through argocd-server's ApplicationService (what `argocd app
 // sync` does), hook strategy.
 func (a *RealHookApp) Sync(t testing.TB) {
@@ -327,16 +336,46 @@ func DescribeOperation(app *v1alpha1.Application) string {
 }
 
 // JobState reads hook Job name and describes it for a conformance row: "absent", "Complete", "Running",
-// "deleting, finalizers [argocd.argoproj.io/hook-finalizer], Complete".
+// "deleting, finalizers [argocd.argoproj.io/hook-finalizer], Complete". The description is the same from run to run
+// whatever the garbage collector's timing: the foregroundDeletion finalizer, which the garbage collector adds to a
+// Job deleted in the foreground (the TTL controller's way) and removes at its own time once the Job's Pods are gone,
+// is left out of it; and a Job whose deletion nothing else holds is waited for (up to gcWait) and described once
+// gone ("absent"). The returned job is the last read, with every finalizer.
 func (a *RealHookApp) JobState(t testing.TB, name string) (job *batchv1.Job, desc string) {
 	t.Helper()
-	job = &batchv1.Job{}
-	err := a.Stack.Env.Client.Get(context.Background(), clientKey(a.Namespace, name), job)
-	if apierrors.IsNotFound(err) {
-		return nil, "absent"
+	job = a.readJob(t, name)
+	if onlyCollectorHolds(job) {
+		deadline := time.Now().Add(gcWait)
+		for onlyCollectorHolds(job) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			job = a.readJob(t, name)
+		}
 	}
-	if err != nil {
-		t.Fatalf("testenv: reading Job %s/%s: %v", a.Namespace, name, err)
+	return job, DescribeJob(job)
+}
+
+// gcWait bounds how long JobState waits for the garbage collector to finish deleting a Job only it holds: seconds
+// normally (its Pods go first).
+const gcWait = 30 * time.Second
+
+// foregroundDeletion is the garbage collector's finalizer on an object deleted in the foreground.
+const foregroundDeletion = metav1.FinalizerDeleteDependents
+
+// onlyCollectorHolds reports whether job is being deleted and held by no finalizer but the garbage collector's.
+func onlyCollectorHolds(job *batchv1.Job) bool {
+	return job != nil && job.DeletionTimestamp != nil && len(withoutCollector(job.Finalizers)) == 0
+}
+
+// withoutCollector returns finalizers without the garbage collector's foregroundDeletion.
+func withoutCollector(finalizers []string) []string {
+	return slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool { return f == foregroundDeletion })
+}
+
+// DescribeJob describes job as JobState does, without waiting: nil is "absent"; foregroundDeletion is left out of
+// the finalizers.
+func DescribeJob(job *batchv1.Job) string {
+	if job == nil {
+		return "absent"
 	}
 	state := "Running"
 	for _, c := range job.Status.Conditions {
@@ -344,13 +383,30 @@ func (a *RealHookApp) JobState(t testing.TB, name string) (job *batchv1.Job, des
 			state = string(c.Type)
 		}
 	}
-	if job.DeletionTimestamp != nil {
-		return job, fmt.Sprintf("deleting, finalizers %v, %s", job.Finalizers, state)
+	finalizers := withoutCollector(job.Finalizers)
+	switch {
+	case job.DeletionTimestamp != nil && len(finalizers) == 0:
+		return "deleting (garbage collector), " + state
+	case job.DeletionTimestamp != nil:
+		return fmt.Sprintf("deleting, finalizers %v, %s", finalizers, state)
+	case len(finalizers) > 0:
+		return fmt.Sprintf("%s, finalizers %v", state, finalizers)
 	}
-	if len(job.Finalizers) > 0 {
-		return job, fmt.Sprintf("%s, finalizers %v", state, job.Finalizers)
+	return state
+}
+
+// readJob reads hook Job name; nil when it does not exist.
+func (a *RealHookApp) readJob(t testing.TB, name string) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	err := a.Stack.Env.Client.Get(context.Background(), clientKey(a.Namespace, name), job)
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
-	return job, state
+	if err != nil {
+		t.Fatalf("testenv: reading Job %s/%s: %v", a.Namespace, name, err)
+	}
+	return job
 }
 
 // WaitJob polls hook Job name until cond holds (job is nil when absent) or timeout passes; it returns whether cond
@@ -359,8 +415,7 @@ func (a *RealHookApp) WaitJob(t testing.TB, name string, timeout time.Duration, 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		job, _ := a.JobState(t, name)
-		if cond(job) {
+		if cond(a.readJob(t, name)) {
 			return true
 		}
 		if time.Now().After(deadline) {
