@@ -6,6 +6,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,7 @@ type ControllerUpgrade struct {
 	// Old is the release as helm-controller v0.37.2 left it (read as v2beta2).
 	Old *helmv2.HelmRelease
 	// Inherited is the release after the CRDs and controller were upgraded, before the spec change, once the new
-	// controller had a chance to reconcile it (read as v2).
+	// controller had reconciled it (its rewrite finished: no Reconciling condition) or 15 s passed (read as v2).
 	Inherited *helmv2.HelmRelease
 	// Rewritten says whether the new controller wrote the release when it started (before any spec change).
 	Rewritten bool
@@ -51,13 +52,15 @@ func (s *Stack) ScenarioControllerUpgrade(t testing.TB, namespace string, repo *
 		t.Fatalf("fluxreal: starting helm-controller %s: %v", HelmControllerV1.Version, err)
 	}
 	// The new controller reconciles every release when it starts; it writes only what changed, so wait for a write
-	// or, when none comes, a few seconds.
+	// or, when none comes, a few seconds. A rewrite is read once the reconcile has ended (no Reconciling condition):
+	// v1.4.3 first writes Reconciling=True "Fulfilling prerequisites", then removes it, and which of the two writes a
+	// poll sees first is timing.
 	before := s.Get(t, namespace, name).ResourceVersion
 	settle := time.Now().Add(15 * time.Second)
 	for {
 		sc.Inherited = s.Get(t, namespace, name)
-		if sc.Inherited.ResourceVersion != before {
-			sc.Rewritten = true
+		sc.Rewritten = sc.Inherited.ResourceVersion != before
+		if sc.Rewritten && Condition(sc.Inherited, meta.ReconcilingCondition) == nil {
 			break
 		}
 		if time.Now().After(settle) {
