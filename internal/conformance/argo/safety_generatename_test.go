@@ -58,7 +58,7 @@ func TestGenerateNameHookIsNotReSyncedInALoop(t *testing.T) {
 		cur := app.Get(t)
 		r.Controller += "; at the end: " + testenv.DescribeOperation(cur)
 		r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed about Job %s; %d incident(s) (%s); terminations %d, new syncs %d; first thread: %s",
-			hook, len(srv.roots()), rootRulesOf(srv), terminations, syncs, thread(srv, first))
+			hook, len(srv.roots()), rootRulesOf(srv), terminations, syncs, resolvedThread(t, srv, first))
 		require.Equal(t, 1, terminations, "terminated once, not in a loop: %s", srv.summary())
 		require.Equal(t, 1, syncs, "re-synced once, not in a loop: %s", srv.summary())
 		require.True(t, notRepeated(), "the recurrence is handed to a person: %s", srv.summary())
