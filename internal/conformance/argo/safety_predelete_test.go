@@ -63,9 +63,8 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 		app, d, root, skipped := deletionHeldByAFailingPreDeleteHook(t, stack)
 		r.Controller = fmt.Sprintf("Application deleting with finalizers %v, its PreDelete hook failing; the controller deletes the failed hook Job and creates it again, pass after pass",
 			app.Get(t).Finalizers)
-		if skipped > 0 {
-			r.Controller += fmt.Sprintf(" (in %d earlier attempt(s) the controller skipped the failing hook at its creation and deleted the app; nothing was reported about them)", skipped)
-		}
+		// How many deletions the controller let through first is a matter of its own race: logged, not in the row.
+		t.Logf("%d earlier attempt(s) in which the controller skipped the failing hook at its creation and deleted the app; nothing was reported about them", skipped)
 		require.Contains(t, root.Text, "PreDelete hook", "the failing PreDelete hook is the reason: %s", root.Text)
 		require.Contains(t, root.Text, app.Namespace+"/"+testenv.PreDeleteHookName, "the reason names the hook: %s", root.Text)
 		require.Contains(t, root.Text, "failed", root.Text)
@@ -79,18 +78,23 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 		require.Len(t, incidentsAboutApp(d.slack, app), 1, "one incident about the app or its hook, none from kube/stuck-terminating: %s", d.slack.summary())
 		r.Syncmedic += fmt.Sprintf("; while the deletion was held (up to %s more) still the one incident: kube/stuck-terminating did not report the Application or the hook Job", preDeleteQuiet)
 
+		// v3.6.1 sometimes lets a failing PreDelete hook through: a pass that finds the re-created hook Job not yet in
+		// its cluster cache creates it again, gets AlreadyExists, skips it, counts no hook running and removes
+		// pre-delete-finalizer (controller/hook.go:188-202, 232-250; seen in this test's runs), at any re-creation,
+		// during the watch above or after the fix below. Which of the two ends the deletion is the controller's own
+		// timing (forcing one would mean pausing the application-controller the other tests share for the whole
+		// watch), so the row names both and the test logs which it was; either way the app must go and the incident
+		// resolve.
 		if applicationDeleted(t, app) {
-			// v3.6.1 sometimes lets a failing PreDelete hook through: a pass that finds the re-created hook Job not
-			// yet in its cluster cache creates it again, gets AlreadyExists, skips it, counts no hook running and
-			// removes pre-delete-finalizer (controller/hook.go:188-202, 232-250; seen in this test's runs).
-			r.Controller += "; the controller then removed pre-delete-finalizer by itself, its DeletionError still naming the failed hook, and deleted the app"
+			t.Logf("the controller removed pre-delete-finalizer by itself, its DeletionError still naming the failed hook, and deleted the app")
 		} else {
 			// The fix the incident asks for: the hook, replaced in git by one that succeeds (under a new name: the
 			// kubelet stand-in keeps its decision per Job name, and the failed Pods stay failed), and the controller
 			// finishes the deletion.
 			app.Update(t, testenv.ConfigMapData{}, testenv.PreDeleteHook(testenv.PreDeleteHookName+"-fixed", testenv.PodSucceeds))
-			r.Controller += "; once the hook was fixed in git it succeeded and the controller deleted the app"
+			t.Logf("the hook was fixed in git")
 		}
+		r.Controller += "; the controller then deleted the app: once the hook was fixed in git, or before, by itself, when one of its passes skipped the re-created failing hook (its own creation race)"
 		// The repo-server may answer with the old commit of "main" for a while (its revision cache).
 		require.True(t, waitFor(2*remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion")
 		require.True(t, waitFor(announceWithin, func() bool { return strings.Contains(d.slack.summary(), "Resolved") }),
@@ -123,7 +127,7 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 		for _, e := range evals {
 			require.Zero(t, e.findings, "serve found something on the deleting application: %+v", evals)
 		}
-		r.Syncmedic = fmt.Sprintf("no finding: evaluated the deleting application %d time(s), nothing found; nothing reported within %s after it was gone", len(evals), preDeleteQuiet)
+		r.Syncmedic = fmt.Sprintf("no finding: the deleting application evaluated %d times, nothing found; nothing reported within %s after it was gone", len(evals), preDeleteQuiet)
 	})
 }
 
