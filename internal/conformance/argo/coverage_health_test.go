@@ -175,7 +175,7 @@ func TestFailedAutoSyncNeverRetried(t *testing.T) {
 				return testenv.OperationCompleted(a) && a.Status.OperationState.SyncResult != nil && a.Status.OperationState.SyncResult.Revision == fixed
 			})
 			took := time.Since(failedAt).Round(time.Second)
-			r.Controller = fmt.Sprintf("failed, then the fixed commit synced by the controller %s after the failure: %s", took, testenv.DescribeOperation(after))
+			r.Controller = fmt.Sprintf("failed, then the fixed commit synced by the controller (it took %s after the failure): %s", took, testenv.DescribeOperation(after))
 			require.True(t, ok, "the controller syncs the fixed commit: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
 			require.Less(t, took, autoSyncThreshold, "the near miss must end within the threshold")

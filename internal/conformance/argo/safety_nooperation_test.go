@@ -88,7 +88,7 @@ func TestTerminateStopsAtOnceOnAnOrphanedOperationState(t *testing.T) {
 		}
 		return false
 	}, noOperationWithin, tick, "the thread says at once why the remedy stopped: %s", d.slack.summary())
-	r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced; terminate-and-resync stopped %s after it began: %s",
+	r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced; terminate-and-resync stopped (it took %s): %s",
 		time.Since(applied).Round(time.Second), firstLineOf(said))
 
 	waitFor(nearMissWindow, func() bool { return len(appliedRemedies(d.slack)) > 1 })

@@ -117,8 +117,11 @@ func retryLosesItsHook(t *testing.T, r *conformance.Row, app *testenv.RealHookAp
 	lost, ok := app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool { return retryLostHook(t, app, a, started) })
 	require.True(t, ok, "v2.14.21's retry waits for hook %s, which no longer exists: %s", testenv.KeptWaveHook.Name, testenv.DescribeOperation(lost))
 	lostAt := time.Now()
-	r.Controller += fmt.Sprintf("; the retry deleted the old Job (BeforeHookCreation) and waits for it, recorded Running from the failed attempt: %s",
-		testenv.DescribeOperation(lost))
+	// Only what retryLostHook holds goes into the row: the operation's message is whichever pass wrote last ("one or
+	// more tasks are running" from the pass that deleted the Job, "waiting for completion of hook ..." from a later one).
+	r.Controller += fmt.Sprintf("; the retry deleted the old Job (BeforeHookCreation) and waits for it: operation %s, retryCount %d, hook %s recorded %s from the failed attempt, Job %[3]s absent",
+		phase(lost), lost.Status.OperationState.RetryCount, testenv.KeptWaveHook.Name, testenv.HookResult(lost, testenv.KeptWaveHook.Name))
+	t.Logf("the lost retry's operation: %s", testenv.DescribeOperation(lost))
 
 	// The controller leaves the lost hook as it is until syncmedic acts.
 	var changed bool
@@ -138,8 +141,8 @@ func retryLosesItsHook(t *testing.T, r *conformance.Row, app *testenv.RealHookAp
 	after, done := app.WaitApp(t, 2*remedyWithin, resynced)
 	terminations, syncs := ops.Counts()
 	r.Controller += "; after the remedy: " + testenv.DescribeOperation(after)
-	r.Syncmedic = fmt.Sprintf("no finding, no action during the %s backoff; argocd/hook-completion-missed about Job %s %s after the retry lost it; thread: %s; terminations %d, new syncs %d",
-		retryBackoff, testenv.KeptWaveHook.Name, waited, thread(srv, root), terminations, syncs)
+	r.Syncmedic = fmt.Sprintf("no finding, no action during the %s backoff; argocd/hook-completion-missed about Job %s once the retry had lost it for the threshold (waited %s); thread: %s; terminations %d, new syncs %d",
+		retryBackoff, testenv.KeptWaveHook.Name, waited, resolvedThread(t, srv, root), terminations, syncs)
 	require.Len(t, srv.roots(), 1, "only the lost hook is reported: %s", srv.summary())
 	require.Equal(t, 1, terminations, "the lost retry is terminated once")
 	require.Equal(t, 1, syncs, "and synced again once")
