@@ -40,20 +40,36 @@ tools-ui:
 # The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, then every
 # fuzz target for FUZZTIME.
 test: tools
-	rm -rf $(BIN)/compat
-	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR=$(BIN)/compat go test -count=1 -timeout 60m ./...
+	rm -rf '$(COMPAT_DIR)'
+	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR='$(COMPAT_DIR)' go test -count=1 -timeout 60m ./...
 	$(MAKE) compat
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+
+# Where the real-controller tests (internal/conformance) record their rows in `make test`.
+COMPAT_DIR ?= $(BIN)/compat
 
 # docs/compat.md from the rows the real-controller tests (internal/conformance) recorded in the last `make test`.
 # Fails when no rows were recorded (the file is then left as it is), when a row was skipped or failed, or when a test
 # of the committed matrix recorded no row (COMPAT_FLAGS=-allow-missing after removing or renaming a scenario).
 compat:
-	go run ./internal/conformance/compatdoc -in $(BIN)/compat -out docs/compat.md -extra internal/conformance/unbuildable.md $(COMPAT_FLAGS)
+	go run ./internal/conformance/compatdoc -in '$(COMPAT_DIR)' -out docs/compat.md -extra internal/conformance/unbuildable.md $(COMPAT_FLAGS)
 
-# docs/compat.md regenerated from the last `make test`'s rows must be the committed file: fails on any difference.
-compat-check: compat
-	git diff --exit-code -- docs/compat.md
+# docs/compat.md regenerated from the last `make test`'s rows (into $(COMPAT_CHECK_OUT), docs/ left alone) must be the
+# committed file (git HEAD): fails with a word diff on any difference, and, as `make compat` does, when a row was skipped
+# or failed, when a test of the committed matrix recorded no row, or when no row was recorded at all.
+COMPAT_CHECK_OUT := $(BIN)/compat-check.md
+compat-check:
+	@mkdir -p $(BIN); rm -f '$(COMPAT_CHECK_OUT)'; \
+	git show HEAD:docs/compat.md > '$(COMPAT_CHECK_OUT).committed' || { echo "compat-check: no committed docs/compat.md" >&2; exit 1; }; \
+	cp '$(COMPAT_CHECK_OUT).committed' '$(COMPAT_CHECK_OUT)'; \
+	rc=0; go run ./internal/conformance/compatdoc -in '$(COMPAT_DIR)' -out '$(COMPAT_CHECK_OUT)' \
+	  -extra internal/conformance/unbuildable.md $(COMPAT_FLAGS) || rc=1; \
+	if ! git --no-pager diff --no-index --no-color --word-diff=plain -U0 '$(COMPAT_CHECK_OUT).committed' '$(COMPAT_CHECK_OUT)'; then \
+	  echo "compat-check: the matrix of this run differs from the committed docs/compat.md (diff above, [-committed-]{+this run+});" >&2; \
+	  echo "if the change is intended: cp $(COMPAT_CHECK_OUT) docs/compat.md and commit it" >&2; rc=1; \
+	fi; \
+	if [ $$rc = 0 ]; then echo "compat-check: docs/compat.md is the committed file, every row passed"; fi; \
+	exit $$rc
 
 # Every fuzz target for FUZZTIME each; failing inputs land in the package's testdata/fuzz.
 fuzz:
