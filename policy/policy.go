@@ -94,7 +94,8 @@ type RulePolicy struct {
 	// FixBy lists who may apply the rule's remedy on demand, from the incident page, the Argo CD extension or the
 	// incident API (dry-run first, then confirm): "user:<name>" and "group:<name>" match the Argo CD user and groups
 	// the proxy extension forwards (globs allowed), "token" direct callers with the API's bearer token, "*" anyone
-	// who reaches the API. Empty (the default): nobody, the API is read-only. Such a fix still respects the mode
+	// who reaches the API, "slack:<user ID>" and "slack-group:<user group ID>" a click in Slack by that member or a
+	// member of that user group (neither "*" nor "token" lets a Slack click fix). Empty (the default): nobody, the API is read-only. Such a fix still respects the mode
 	// (not off), the kill switch, namespaces, projects and the rate limit; it may re-run hooks, and says so first.
 	FixBy []string `json:"fixBy,omitempty"`
 }
