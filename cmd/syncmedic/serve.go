@@ -26,6 +26,7 @@ import (
 	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/leader"
 	"github.com/syncmedic/syncmedic/notify"
+	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/policy"
 	"github.com/syncmedic/syncmedic/remedy"
 	"github.com/syncmedic/syncmedic/snapshot"
@@ -182,7 +183,9 @@ type daemon struct {
 	dispatcher *notify.Dispatcher
 	tracker    *incident.Tracker
 	stage      *remedy.RemediationStage
-	fixer      *remedy.Fixer // fixes on demand, once the tracker exists
+	fixer      *remedy.Fixer  // fixes on demand, once the tracker exists
+	slack      *slackReceiver // receives Slack's clicks (nil: buttons off)
+	leading    func() bool
 	parts      []serveParts
 	names      []string
 	// failed holds each component's last source failure; ready and beat back /readyz and /healthz.
@@ -289,9 +292,12 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 			return nil
 		})
 	}
-	o.notify.log = log
+	o.notify.log, o.notify.policy, d.leading = log, holder.Get, leading
 	dests, err := o.notify.destinations(d.tracker, kube, identity)
 	if err != nil {
+		return nil, err
+	}
+	if d.slack, err = o.notify.slackInteractivity(ctx, slackActions{fix: deps.Fix, log: log}, log); err != nil {
 		return nil, err
 	}
 	for _, dest := range dests {
@@ -329,6 +335,9 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.elector != nil {
 		goRun("leader election", d.elector.Run)
 	}
+	if d.slack != nil && d.slack.socket != nil {
+		goRun("slack socket mode", func(ctx context.Context) error { whileLeading(ctx, d.leading, d.slack.socket, d.log); return nil })
+	}
 	// The receiver's limits (flux/limits.go) bound every request on --listen, so a slow client cannot hold a connection.
 	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: flux.ReadHeaderTimeout,
 		ReadTimeout: flux.ReadTimeout, WriteTimeout: flux.WriteTimeout, IdleTimeout: flux.IdleTimeout}
@@ -352,6 +361,9 @@ func (d *daemon) mux() *http.ServeMux {
 		for path, h := range p.Handlers {
 			mux.Handle(path, h)
 		}
+	}
+	if d.slack != nil && d.slack.handler != nil {
+		mux.Handle(slacknotify.InteractionsPath, d.slack.handler)
 	}
 	return mux
 }
