@@ -53,6 +53,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, st := range []silence.State{silence.StateActive, silence.StatePending, silence.StateExpired} {
 		m.silences.WithLabelValues(string(st))
 	}
+	for _, k := range []EventKind{EventOpened, EventUpdated, EventRemediating, EventRemediated, EventResolved} {
+		m.withheld.WithLabelValues(string(k))
+	}
 	if reg != nil {
 		reg.MustRegister(m.findings, m.open, m.incidents, m.silences, m.withheld, newBuildInfo())
 	}

@@ -72,7 +72,9 @@ func TestSilenceSuppressesAnnouncementAndAutoRemedy(t *testing.T) {
 	require.Equal(t, []EventKind{EventOpened}, evs.kinds(), "only the incident no silence matches is announced")
 	require.Equal(t, byName["seed"].ID, evs.last().Incident.ID)
 	require.Equal(t, []string{byName["seed"].ID}, rem.list(), "the silenced incident is not handed to the remediation stage")
-	require.Equal(t, []string{`syncmedic_notifications_suppressed_total{event="opened"} 1`}, seriesOf(t, reg, "syncmedic_notifications_suppressed_total"))
+	require.Equal(t, []string{`syncmedic_notifications_suppressed_total{event="opened"} 1`, `syncmedic_notifications_suppressed_total{event="remediated"} 0`,
+		`syncmedic_notifications_suppressed_total{event="remediating"} 0`, `syncmedic_notifications_suppressed_total{event="resolved"} 0`,
+		`syncmedic_notifications_suppressed_total{event="updated"} 0`}, seriesOf(t, reg, "syncmedic_notifications_suppressed_total"))
 	require.Equal(t, []string{`syncmedic_silences{state="active"} 1`, `syncmedic_silences{state="expired"} 0`, `syncmedic_silences{state="pending"} 0`},
 		seriesOf(t, reg, "syncmedic_silences"))
 
