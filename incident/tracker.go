@@ -237,7 +237,8 @@ func (t *Tracker) evaluateLocked(subject string, findings []syncmedic.Finding, p
 	for _, ev := range events {
 		if ev.Kind == EventOpened {
 			t.o.Log.Info("incident opened", "incident", ev.Incident.ID, "rule", ev.Incident.Finding.Rule,
-				"subject", subject, "namespace", ev.Incident.Finding.Object.Namespace, "app", ev.Incident.Finding.Object.App)
+				"subject", subject, "namespace", ev.Incident.Finding.Object.Namespace, "app", ev.Incident.Finding.Object.App,
+				"silencedBy", ev.Incident.SilencedBy)
 		}
 	}
 	return events, matched, dirty
