@@ -241,7 +241,8 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 				return false, "syncmedic is starting"
 			}
 			return d.fixer.MayFix(inc, c)
-		}}
+		},
+		OnCall: onCall{tracker: func() *incident.Tracker { return d.tracker }}}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {
 		p, err := c.start(ctx, deps)
@@ -329,6 +330,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	goRun("notify", func(ctx context.Context) error { d.dispatcher.Run(ctx); return nil })
 	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); return nil })
+	goRun("silences", func(ctx context.Context) error { d.tracker.Run(ctx); return nil })
 	goRun("policy", d.policy.reload)
 	// Note takes the tracker's lock, which every evaluation, notification and remedy goes through.
 	goRun("heartbeat", func(ctx context.Context) error { d.beat.run(ctx, func() { d.tracker.Note("", "") }); return nil })

@@ -182,8 +182,21 @@ func ReplyText(ev incident.Event) string {
 			open = inc.ResolvedAt.Sub(inc.OpenedAt)
 		}
 		return fmt.Sprintf(":large_green_circle: Resolved: %s no longer matches (open for %s).", inc.Finding.Rule, syncmedic.HumanDuration(open))
+	case incident.EventAcknowledged:
+		return ackText(inc.Ack)
 	}
 	return ""
+}
+
+// ackText is the thread reply of an acknowledgement: "Acknowledged by …", or a takeover.
+func ackText(a *incident.Ack) string {
+	if a == nil {
+		return ""
+	}
+	if a.TakenOverFrom != "" {
+		return fmt.Sprintf(":raising_hand: Acknowledged by %s, taking over from %s.", escape(a.By), escape(a.TakenOverFrom))
+	}
+	return fmt.Sprintf(":raising_hand: Acknowledged by %s.", escape(a.By))
 }
 
 func attemptText(a *incident.Attempt) string {
