@@ -298,7 +298,8 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	if err != nil {
 		return nil, err
 	}
-	if d.slack, err = o.notify.slackInteractivity(ctx, slackActions{fix: deps.Fix, log: log}, log); err != nil {
+	actions := slackActions{fix: deps.Fix, onCall: deps.OnCall, policy: holder.Get, incidents: deps.Incidents, log: log}
+	if d.slack, err = o.notify.slackInteractivity(ctx, actions, log); err != nil {
 		return nil, err
 	}
 	for _, dest := range dests {

@@ -39,8 +39,6 @@ type notifyOptions struct {
 	// Slack interactivity: the app-level token (Socket Mode) or the signing secret (the HTTP request URL), from files.
 	slackAppTokenFile      string
 	slackSigningSecretFile string
-	// slackEngineVerbs shows Acknowledge and Silence… (the engine of this build has them).
-	slackEngineVerbs bool
 	// log receives what a notifier reports besides its result (an Alertmanager replica that refused a post others
 	// took); nil: discarded. policy is the policy in force (Slack's Fix… button asks fixBy). serve sets both before
 	// destinations.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -35,15 +36,22 @@ func (o *notifyOptions) checkSlackInteractivity() error {
 	return nil
 }
 
-// slackButtons says which buttons an incident's root message shows: Fix… when its rule has a remedy, is not off,
-// and the rule's fixBy has a Slack entry; Acknowledge and Silence… when the engine has them.
+// slackButtons says which buttons an incident's root message shows, each only where the policy could let a Slack
+// member use it: Fix… when the rule has a remedy, is not off, and its fixBy has a Slack entry; Silence… when
+// silenceBy has one; Acknowledge when ackBy has one (unset ackBy: fixBy's or silenceBy's).
 func (o *notifyOptions) slackButtons(inc incident.Incident) slacknotify.Buttons {
-	b := slacknotify.Buttons{Acknowledge: o.slackEngineVerbs, Silence: o.slackEngineVerbs}
-	if o.policy == nil || inc.Finding.Remedy.Action == syncmedic.ActionNone {
-		return b
+	if o.policy == nil {
+		return slacknotify.Buttons{}
 	}
-	r := o.policy().For(inc.Finding.Rule)
-	b.Fix = r.Mode != policy.ModeOff && policy.SlackMayFix(r.FixBy)
+	pol := o.policy()
+	r := pol.For(inc.Finding.Rule)
+	b := slacknotify.Buttons{Silence: policy.SlackMayFix(pol.SilenceBy)}
+	if pol.AckBy != nil {
+		b.Acknowledge = policy.SlackMayFix(pol.AckBy)
+	} else {
+		b.Acknowledge = policy.SlackMayFix(r.FixBy) || b.Silence
+	}
+	b.Fix = inc.Finding.Remedy.Action != syncmedic.ActionNone && r.Mode != policy.ModeOff && policy.SlackMayFix(r.FixBy)
 	return b
 }
 
@@ -132,11 +140,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// slackActions are the engine's verbs for a click in Slack: the fix on demand of the incident API (the same dry-run
-// plan, confirm digest, fixBy, rate limit, kill switch and audit), called in process.
+// slackActions are the engine's verbs for a click in Slack, called in process: the fix on demand of the incident
+// API (the same dry-run plan, confirm digest, fixBy, rate limit, kill switch and audit), and the tracker's
+// acknowledgements and silences with the policy's ackBy and silenceBy, as the incident API checks them.
 type slackActions struct {
-	fix func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error)
-	log *slog.Logger
+	fix       func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error)
+	onCall    onCall
+	policy    func() *policy.Policy
+	incidents func() []incident.Incident
+	log       *slog.Logger
 }
 
 var _ slacknotify.Actions = slackActions{}
@@ -162,14 +174,66 @@ func (a slackActions) Apply(ctx context.Context, id, digest string, by slacknoti
 		Error: res.Error, RequestedBy: c.String()}, nil
 }
 
-// Acknowledge is not in this build's engine.
-func (a slackActions) Acknowledge(context.Context, string, slacknotify.Clicker) error {
-	return slacknotify.ErrNotAvailable
+// Acknowledge records that the clicker took the incident, as the policy's ackBy allows.
+func (a slackActions) Acknowledge(ctx context.Context, id string, by slacknotify.Clicker) error {
+	c := by.Caller()
+	inc, err := a.open(id)
+	if err != nil {
+		return err
+	}
+	if _, ok := a.policy().MayAcknowledge(inc.Finding.Rule, c); !ok {
+		return a.refuse("acknowledgement", id, c, "policy: "+c.String()+" may not acknowledge "+string(inc.Finding.Rule)+
+			" (ackBy, or when it is unset the rule's fixBy and silenceBy)")
+	}
+	return engineRefusal(a.onCall.Acknowledge(ctx, id, slackName(by)))
 }
 
-// Silence is not in this build's engine.
-func (a slackActions) Silence(context.Context, string, slacknotify.Clicker, time.Duration, string) error {
-	return slacknotify.ErrNotAvailable
+// Silence silences incidents like id for d, as the policy's silenceBy allows.
+func (a slackActions) Silence(ctx context.Context, id string, by slacknotify.Clicker, d time.Duration, comment string) error {
+	c := by.Caller()
+	if _, err := a.open(id); err != nil {
+		return err
+	}
+	if _, ok := a.policy().MaySilence(c); !ok {
+		return a.refuse("silence", id, c, "policy: "+c.String()+" may not create silences (silenceBy)")
+	}
+	return engineRefusal(a.onCall.Silence(ctx, id, slackName(by), d, comment))
+}
+
+// open returns the open incident id, or why not.
+func (a slackActions) open(id string) (incident.Incident, error) {
+	for _, inc := range a.incidents() {
+		if inc.ID == id {
+			if !inc.IsOpen() {
+				return inc, &slacknotify.Refused{Msg: "incident " + id + " is resolved"}
+			}
+			return inc, nil
+		}
+	}
+	return incident.Incident{}, &slacknotify.Refused{Msg: "no incident " + id}
+}
+
+func (a slackActions) refuse(what, id string, c policy.Caller, why string) error {
+	a.log.Info(what+" refused", "incident", id, "who", c.String(), "why", why)
+	return &slacknotify.Refused{Msg: why}
+}
+
+// slackName is how an acknowledgement or a silence records a Slack member: "slack user alice (U024BE7LH)".
+func slackName(by slacknotify.Clicker) string {
+	return strings.TrimSuffix(by.Caller().String(), " via slack")
+}
+
+// engineRefusal turns an error of the tracker's on-call verbs into what the clicker sees.
+func engineRefusal(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, incident.ErrNotLeading), errors.Is(err, incident.ErrUnavailable):
+		return &slacknotify.Refused{Msg: err.Error(), RetryAfter: 5 * time.Second}
+	case errors.Is(err, incident.ErrNotFound), errors.Is(err, incident.ErrResolved), errors.Is(err, incident.ErrInvalid):
+		return &slacknotify.Refused{Msg: err.Error()}
+	}
+	return err
 }
 
 // refused turns a refused fix into what the modal shows, with the new plan of a plan that changed, and logs it as

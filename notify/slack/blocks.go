@@ -80,6 +80,12 @@ func RootBlocksWith(inc incident.Incident, at time.Time, b Buttons) []slack.Bloc
 	if o := outcomeLine(inc); o != "" {
 		ctx = append(ctx, md(o))
 	}
+	if a := inc.Ack; a != nil && inc.IsOpen() {
+		ctx = append(ctx, md(":raising_hand: acknowledged by "+escape(a.By)+" "+slackDate(a.At)))
+	}
+	if inc.SilencedBy != "" && inc.IsOpen() {
+		ctx = append(ctx, md(":zzz: silenced (silence `"+escape(inc.SilencedBy)+"`): not announced again and not fixed automatically while it lasts"))
+	}
 	for _, a := range f.Advisories {
 		ctx = append(ctx, md(":information_source: "+escape(a)))
 	}

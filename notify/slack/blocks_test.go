@@ -62,6 +62,9 @@ func TestRootBlocksGolden(t *testing.T) {
 	noRemedy := goldenIncident()
 	noRemedy.Finding.Remedy.Action = syncmedic.ActionNone
 	all := Buttons{Fix: true, Acknowledge: true, Silence: true}
+	acked := goldenIncident()
+	acked.Ack = &incident.Ack{By: "slack user alice (U024BE7LH)", At: at, TakenOverFrom: "argocd user bob"}
+	acked.SilencedBy = "3f2a9c1d"
 	for _, tc := range []struct {
 		name    string
 		inc     incident.Incident
@@ -74,6 +77,7 @@ func TestRootBlocksGolden(t *testing.T) {
 		{"root-firing-buttons-no-fixby", firing, Buttons{Acknowledge: true, Silence: true}},
 		{"root-firing-buttons-no-remedy", noRemedy, all},
 		{"root-resolved-buttons-gone-outcome-shown", fixedBySlack, all},
+		{"root-firing-acknowledged-silenced", acked, all},
 	} {
 		t.Run(tc.name, func(t *testing.T) { golden(t, tc.name, RootBlocksWith(tc.inc, at, tc.buttons)) })
 	}
