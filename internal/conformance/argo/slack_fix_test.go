@@ -1,6 +1,7 @@
 package argo
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
+	smincident "github.com/syncmedic/syncmedic/incident"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
@@ -29,7 +33,8 @@ rules:
 // argocd.argoproj.io/hook-finalizer (as v2.14.3 left it; played) blocks the second sync, which deletes it and waits.
 // serve announces it with a Fix… button and receives clicks over Socket Mode. A member outside fixBy is refused in
 // the modal and nothing changes; the permitted member clicks Fix…, sees the dry-run plan, clicks Apply: the finalizer
-// goes through argocd-server, the real controller's same sync completes, and the thread names the member.
+// goes through argocd-server, the real controller's same sync completes, and the thread, the log line and the
+// Kubernetes Event name the member.
 func TestFixFromTheSlackThreadOnTheRealController(t *testing.T) {
 	env := testenv.KubeWithControllers(t)
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: testenv.ArgoCDV2})
@@ -104,6 +109,19 @@ func TestFixFromTheSlackThreadOnTheRealController(t *testing.T) {
 		}, announceWithin, tick, srv.summary())
 		require.Len(t, remediesApplied(srv), 1, srv.summary())
 		require.Contains(t, d.logs.String(), `requestedBy="slack user alice (U0ALICE) via slack"`)
+		require.Eventually(t, func() bool {
+			var evs corev1.EventList
+			if err := stack.Env.Client.List(context.Background(), &evs, client.InNamespace(app.Namespace)); err != nil {
+				return false
+			}
+			for _, e := range evs.Items {
+				if e.Reason == smincident.EventReasonRemediation && e.InvolvedObject.Name == "migrate" &&
+					strings.Contains(e.Message, "at the request of slack user alice (U0ALICE) via slack") {
+					return true
+				}
+			}
+			return false
+		}, announceWithin, tick, "the Kubernetes Event on the Job names the member")
 		require.Eventually(t, func() bool {
 			ups := srv.Thread(root.TS)
 			last := ""
