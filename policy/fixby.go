@@ -67,8 +67,9 @@ func isSlackID(s string) bool {
 	return true
 }
 
-// SlackMayFix reports whether patterns could let someone fix from Slack: only "slack:" and "slack-group:" entries
-// do ("*" does not: everyone in a channel is more people than everyone who holds the API token).
+// SlackMayFix reports whether patterns (fixBy, or ackBy and silenceBy, which take the same entries) could let
+// someone act from Slack: only "slack:" and "slack-group:" entries do ("*" does not: everyone in a channel is more
+// people than everyone who holds the API token).
 func SlackMayFix(patterns []string) bool {
 	for _, p := range patterns {
 		if kind, _, _ := strings.Cut(p, ":"); kind == FixBySlackUser || kind == FixBySlackGroup {
