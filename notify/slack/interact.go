@@ -91,7 +91,9 @@ const (
 )
 
 // silenceDurations are the choices of the Silence… modal.
-var silenceDurations = []time.Duration{time.Hour, 4 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+func silenceDurations() []time.Duration {
+	return []time.Duration{time.Hour, 4 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+}
 
 // InteractionOptions configure the receiver of clicks.
 type InteractionOptions struct {
@@ -382,7 +384,7 @@ func outcomeView(id string, out Outcome, err error) slack.ModalViewRequest {
 // silenceView is the Silence… modal: how long, and why.
 func silenceView(id, meta string) slack.ModalViewRequest {
 	var opts []*slack.OptionBlockObject
-	for _, d := range silenceDurations {
+	for _, d := range silenceDurations() {
 		opts = append(opts, slack.NewOptionBlockObject(d.String(), plain(humanFor(d)), nil))
 	}
 	sel := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, plain("How long"), actionSilenceFor, opts...)
