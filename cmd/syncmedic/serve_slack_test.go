@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,9 +12,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic/argocd"
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
@@ -165,4 +170,158 @@ func buttonValue(t *testing.T, blocks, actionID string) string {
 	}
 	t.Fatalf("no button %s in %s", actionID, blocks)
 	return ""
+}
+
+// slackSilencePolicy is notify-only for the held hook finalizer, with the Slack member U0ALICE (and the API token
+// holder, who expires the silence) allowed to silence; slackSilenceAutoPolicy is the same with the remedy automatic.
+const slackSilencePolicy = `resolveAfter: 1
+rules:
+  argocd/hook-finalizer-stuck: {mode: notify, threshold: 1s}
+silenceBy: ["slack:U0ALICE", "token"]
+`
+
+const slackSilenceAutoPolicy = `resolveAfter: 1
+rules:
+  argocd/hook-finalizer-stuck: {mode: auto, threshold: 1s}
+silenceBy: ["slack:U0ALICE", "token"]
+`
+
+// TestASilenceFromSlackHoldsBackASecondMatchingIncidentUntilItEnds: a member silences an announced incident from
+// its thread (Silence…); the incident is fixed by hand and resolves; the policy turns the remedy automatic; the same
+// hook is held again, a second incident the silence matches: it is tracked (silenced, unannounced) but neither
+// announced nor remedied while the silence lasts. When the silence ends (expired through the API) the still-open
+// incident is announced and remedied unattended.
+func TestASilenceFromSlackHoldsBackASecondMatchingIncidentUntilItEnds(t *testing.T) {
+	env := testenv.Kube(t)
+	slack := slackrec.New(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"syncmedic"},
+		Policy: []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow",
+			"g, syncmedic, role:syncmedic"},
+	})
+	token := "api-token-for-the-slack-silence-test"
+	policyFile := writeFile(t, "policy.yaml", slackSilencePolicy)
+	r := startServe(t, "--kubeconfig", env.Kubeconfig,
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
+		"--policy-file", policyFile, "--policy-reload-interval", "1s", "--flux-watch=false", "--kube-events=false", "--argocd-live-resync", "2s",
+		"--slack-token-file", writeFile(t, "slack-token", "xoxb-slack-test\n"), "--slack-channel", "#incidents",
+		"--slack-api-url", slack.GetAPIURL(), "--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
+	require.NoError(t, slack.WaitSocket(time.Minute), "the leader opens the Socket Mode connection: %s", r.Logs)
+	auth := http.Header{"Authorization": {"Bearer " + token}}
+	incidents := func(ns string) []ui.Incident {
+		t.Helper()
+		code, _, body := apiIncidents(r.Base+ui.IncidentsPath+"?state=all&namespace="+ns, auth)
+		require.Equal(t, http.StatusOK, code, body)
+		var l ui.IncidentList
+		require.NoError(t, json.Unmarshal([]byte(body), &l))
+		return l.Items
+	}
+
+	// hand-written state: see leakedHook. The in-process argocd-server has no application-controller: the finished
+	// operation and the hook it leaked are written as leakedHook says. What this test proves is what serve does
+	// with the incidents and the silence made in Slack, which is all real.
+	job := leakedHook(t, argo, "silenced-shop")
+	object := job.Namespace + "/" + job.Name
+	require.Eventually(t, func() bool { return len(slack.Roots(object)) == 1 }, 60*time.Second, 100*time.Millisecond, slack.Summary())
+	root := slack.Roots(object)[0]
+	first := buttonValue(t, root.Blocks, slacknotify.ActionSilence)
+
+	var silenceID string
+	t.Run("the member silences the announced incident from its thread", func(t *testing.T) {
+		_, err := slack.Deliver("silence-click", slackrec.BlockActions("U0ALICE", "alice", "T0TEST", root.Channel, root.TS, slacknotify.ActionSilence, first, "trig"), 10*time.Second)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(slack.Views()) == 1 }, 10*time.Second, 50*time.Millisecond)
+		v := slack.Views()[0]
+		values := map[string]any{
+			"silence.for":     map[string]any{"silence.for": map[string]any{"type": "static_select", "selected_option": map[string]any{"value": "1h0m0s"}}},
+			"silence.comment": map[string]any{"silence.comment": map[string]any{"type": "plain_text_input", "value": "migration week"}},
+		}
+		ack, err := slack.Deliver("silence-submit", slackrec.ViewSubmission("U0ALICE", "alice", "T0TEST", v.ViewID, json.RawMessage(v.View), values), 10*time.Second)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"response_action":"clear"}`, string(ack.Payload))
+		items := incidents(job.Namespace)
+		require.Len(t, items, 1)
+		silenceID = items[0].SilencedBy
+		require.NotEmpty(t, silenceID)
+	})
+	t.Run("fixed by hand, the first incident resolves", func(t *testing.T) {
+		removeFinalizers(t, env, job)
+		requireGone(t, env, job)
+		require.Eventually(t, func() bool {
+			items := incidents(job.Namespace)
+			return len(items) == 1 && items[0].State == "resolved"
+		}, 60*time.Second, 200*time.Millisecond, r.Logs.String())
+	})
+	require.NoError(t, os.WriteFile(policyFile, []byte(slackSilenceAutoPolicy), 0o600))
+	time.Sleep(3 * time.Second) // --policy-reload-interval 1s: the automatic remedy is in force
+
+	// hand-written state: see leakedHook: the same hook held again after a new finished operation (heldAgain).
+	again := heldAgain(t, argo, "silenced-shop", job.Namespace)
+	var second ui.Incident
+	t.Run("a second incident the silence matches is tracked, silenced and unannounced", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			for _, inc := range incidents(job.Namespace) {
+				if inc.ID != first && inc.State != "resolved" {
+					second = inc
+					return true
+				}
+			}
+			return false
+		}, 60*time.Second, 200*time.Millisecond, r.Logs.String())
+		require.Equal(t, silenceID, second.SilencedBy)
+		require.True(t, second.Unannounced)
+	})
+	t.Run("while the silence lasts it is neither announced nor remedied", func(t *testing.T) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			require.Len(t, slack.Roots(object), 1, slack.Summary())
+			cur := &batchv1.Job{}
+			require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(again), cur))
+			require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "no automatic remedy while silenced")
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+	t.Run("when the silence ends the still-open incident is announced, then remedied", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodDelete, r.Base+ui.SilencesPath+"/"+silenceID, nil)
+		require.NoError(t, err)
+		req.Header = auth.Clone()
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.Eventually(t, func() bool { return len(slack.Roots(object)) == 2 }, 60*time.Second, 100*time.Millisecond, slack.Summary())
+		require.Contains(t, slack.Roots(object)[1].Blocks, "incident `"+second.ID+"`", "the second root is the second incident")
+		requireGone(t, env, again)
+	})
+}
+
+// heldAgain holds hook Job "migrate" of app in namespace again, after a new finished operation that ran it, as
+// leakedHook does the first time.
+func heldAgain(t *testing.T, argo *testenv.ArgoCDServer, app, namespace string) *batchv1.Job {
+	t.Helper()
+	job := testenv.ScenarioHookFinalizerStuck(t, argo.Env, testenv.HookJob{Namespace: namespace, App: app})
+	// hand-written state: the leaked hook in the app's cached tree (see leakedHook's doc: the in-process argocd-server
+	// runs no application-controller).
+	argo.SetResources(t, app, job)
+	started := metav1.NewTime(time.Now().Add(-10 * time.Second).Truncate(time.Second))
+	finished := metav1.NewTime(started.Add(5 * time.Second))
+	// hand-written state: the new finished operation that leaked the hook again (see leakedHook's doc: the
+	// in-process argocd-server runs no application-controller).
+	argo.SetOperationState(t, app, &v1alpha1.OperationState{
+		Operation: v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: testenv.Revision}},
+		Phase:     synccommon.OperationSucceeded, Message: "successfully synced (all tasks run)",
+		StartedAt: started, FinishedAt: &finished,
+		SyncResult: &v1alpha1.SyncOperationResult{Revision: testenv.Revision, Resources: v1alpha1.ResourceResults{{
+			Group: "batch", Version: "v1", Kind: "Job", Namespace: namespace, Name: job.Name,
+			HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationSucceeded, SyncPhase: synccommon.SyncPhasePreSync,
+		}}},
+	})
+	return job
+}
+
+// removeFinalizers removes every finalizer of job, as a person fixing it by hand does.
+func removeFinalizers(t *testing.T, env *testenv.Env, job *batchv1.Job) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	require.NoError(t, env.Client.Patch(context.Background(), job.DeepCopy(), patch))
 }
