@@ -85,6 +85,23 @@ type Incident struct {
 	Seq       int            `json:"seq,omitempty"`
 	Outbox    []OutboxEntry  `json:"outbox,omitempty"`
 	Delivered map[string]int `json:"delivered,omitempty"`
+	// Ack says who took the incident and when (Tracker.Acknowledge); nil: nobody yet.
+	Ack *Ack `json:"ack,omitempty"`
+	// SilencedBy is the ID of the active silence that mutes the open incident (silences.go): it is tracked and
+	// shown, but neither announced nor remedied automatically. Empty: not silenced.
+	SilencedBy string `json:"silencedBy,omitempty"`
+	// Unannounced is true while a silence has held back the incident's announcement (its opening); it is
+	// announced when no silence matches it any more and it is still open.
+	Unannounced bool `json:"unannounced,omitempty"`
+}
+
+// Ack records who acknowledged (took) an incident. A later acknowledgement by someone else is a takeover: it
+// replaces this one and names the person taken over from.
+type Ack struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// TakenOverFrom names who had acknowledged the incident before By took it over; empty for the first.
+	TakenOverFrom string `json:"takenOverFrom,omitempty"`
 }
 
 // IsOpen reports whether the incident is not resolved.
@@ -127,6 +144,10 @@ func (i *Incident) Clone() Incident {
 		c.Route = &r
 	}
 	c.Outbox, c.Delivered = cloneOutbox(i.Outbox, i.Delivered)
+	if i.Ack != nil {
+		a := *i.Ack
+		c.Ack = &a
+	}
 	return c
 }
 
@@ -139,6 +160,11 @@ func (i *Incident) stripMonotonic() {
 	}
 	for k := range i.Attempts {
 		i.Attempts[k].At = i.Attempts[k].At.Round(0)
+	}
+	if i.Ack != nil {
+		a := *i.Ack
+		a.At = a.At.Round(0)
+		i.Ack = &a
 	}
 	for k := range i.Outbox {
 		i.Outbox[k].At = i.Outbox[k].At.Round(0)
@@ -169,6 +195,8 @@ const (
 	EventRemediated EventKind = "remediated"
 	// EventResolved: the rule stopped matching.
 	EventResolved EventKind = "resolved"
+	// EventAcknowledged: someone took the incident (Incident.Ack says who, and whom they took it over from).
+	EventAcknowledged EventKind = "acknowledged"
 )
 
 // Event is one transition of an incident, with a snapshot of the incident after it. Notifiers receive events in
@@ -181,6 +209,9 @@ type Event struct {
 	Attempt *Attempt `json:"attempt,omitempty"`
 	// Seq is the transition's number within its incident when delivery is durable (Tracker.ResumeDelivery), else 0.
 	Seq int `json:"seq,omitempty"`
+
+	// withheld is true for a transition a silence keeps from the notifiers (withheld).
+	withheld bool
 }
 
 // Publisher receives the events of the tracker (the notify.Dispatcher). Publish must not block for long.

@@ -129,9 +129,7 @@ func (t *Tracker) RecordAttempt(ctx context.Context, id string, a Attempt, kind 
 		evs = append(evs, t.resolveLocked(inc, now))
 	}
 	t.saveLocked(ctx)
-	for _, ev := range evs {
-		t.o.Publisher.Publish(ev)
-	}
+	t.publishLocked(evs)
 	t.o.Metrics.setIncidents(t.incidents)
 	t.changedLocked()
 }

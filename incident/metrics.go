@@ -6,9 +6,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/silence"
 )
 
 // Metrics are the tracker's Prometheus collectors.
@@ -16,6 +18,8 @@ type Metrics struct {
 	findings  *prometheus.GaugeVec
 	open      prometheus.Gauge
 	incidents *openIncidents
+	silences  *prometheus.GaugeVec
+	withheld  *prometheus.CounterVec
 }
 
 // OpenIncidentLabels are the labels of syncmedic_incident_open, in order. The object's labels are prefixed object_
@@ -25,7 +29,8 @@ var OpenIncidentLabels = []string{"rule", "severity", "object_kind", "object_nam
 
 // NewMetrics creates the tracker's collectors and registers them with reg (nil: not registered):
 // syncmedic_findings{rule}, syncmedic_incidents_open, syncmedic_incident_open{rule,severity,object_kind,
-// object_namespace,object_name,app} and syncmedic_build_info{version,revision,goversion} (remedy.NewMetrics has
+// object_namespace,object_name,app}, syncmedic_silences{state}, syncmedic_notifications_suppressed_total{event} and
+// syncmedic_build_info{version,revision,goversion} (remedy.NewMetrics has
 // syncmedic_remediations_total). docs/metrics.md documents each.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -38,11 +43,45 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		incidents: &openIncidents{desc: prometheus.NewDesc("syncmedic_incident_open",
 			"Open incidents by rule, severity and object (kind, namespace, name, and the Argo CD Application or Flux HelmRelease); "+
 				"a series exists only while an incident is open.", OpenIncidentLabels, nil)},
+		silences: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncmedic_silences", Help: "Silences kept, by state (active, pending, expired).",
+		}, []string{"state"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncmedic_notifications_suppressed_total", Help: "Incident transitions a silence kept from the notifiers, by event.",
+		}, []string{"event"}),
+	}
+	for _, st := range []silence.State{silence.StateActive, silence.StatePending, silence.StateExpired} {
+		m.silences.WithLabelValues(string(st))
+	}
+	for _, k := range []EventKind{EventOpened, EventUpdated, EventRemediating, EventRemediated, EventResolved} {
+		m.withheld.WithLabelValues(string(k))
 	}
 	if reg != nil {
-		reg.MustRegister(m.findings, m.open, m.incidents, newBuildInfo())
+		reg.MustRegister(m.findings, m.open, m.incidents, m.silences, m.withheld, newBuildInfo())
 	}
 	return m
+}
+
+// setSilences sets syncmedic_silences from the silences kept.
+func (m *Metrics) setSilences(ss map[string]*silence.Silence, now time.Time) {
+	if m == nil {
+		return
+	}
+	n := map[silence.State]int{}
+	for _, s := range ss {
+		n[s.State(now)]++
+	}
+	for _, st := range []silence.State{silence.StateActive, silence.StatePending, silence.StateExpired} {
+		m.silences.WithLabelValues(string(st)).Set(float64(n[st]))
+	}
+}
+
+// suppressed counts one transition a silence withheld.
+func (m *Metrics) suppressed(kind EventKind) {
+	if m == nil {
+		return
+	}
+	m.withheld.WithLabelValues(string(kind)).Inc()
 }
 
 func (m *Metrics) setIncidents(incidents map[string]*Incident) {

@@ -143,9 +143,7 @@ func (t *Tracker) publishSyncedLocked(events []Event) {
 		t.redeliverLocked()
 		return
 	}
-	for _, ev := range events {
-		t.o.Publisher.Publish(ev)
-	}
+	t.publishLocked(events)
 }
 
 // redeliverLocked re-publishes every outbox entry, incidents in the order they opened and each incident's

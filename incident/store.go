@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/syncmedic/syncmedic/silence"
 )
 
 // Store persists the tracker's incidents so a restart neither announces an open incident again nor forgets it.
@@ -99,6 +101,9 @@ func (s *FileStore) Save(_ context.Context, incidents []Incident) error {
 // ConfigMapDataKey is the key of the ConfigMap store's data that holds the incidents.
 const ConfigMapDataKey = "incidents.json"
 
+// ConfigMapSilencesKey is the key of the ConfigMap store's data that holds the silences.
+const ConfigMapSilencesKey = "silences.json"
+
 // ConfigMapStore keeps incidents in a ConfigMap (for serve), creating it on first save.
 type ConfigMapStore struct {
 	Client    kubernetes.Interface
@@ -161,6 +166,7 @@ func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
 type MemoryStore struct {
 	mu        sync.Mutex
 	incidents []Incident
+	silences  []silence.Silence
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/policy"
+	"github.com/syncmedic/syncmedic/silence"
 )
 
 // TrackerOptions configure a Tracker. Every field is optional.
@@ -38,6 +39,8 @@ type TrackerOptions struct {
 	// a follower — it tracks in memory but neither announces, saves nor remediates, so nothing is announced twice.
 	// StoreError says why meanwhile. Without it, a failed first load is NewTracker's error.
 	LoadLater bool
+	// SilenceCheckInterval is how often Run looks for silences that started or ended (default 1s).
+	SilenceCheckInterval time.Duration
 }
 
 // maxResolvedKept bounds the resolved incidents kept in the store (a ConfigMap holds at most 1 MiB).
@@ -55,12 +58,13 @@ type Tracker struct {
 	// bySubject indexes open by subject (subject → fingerprints), so an evaluation costs what its subject has open,
 	// not what the whole tracker has (a watch evaluates every application on every event).
 	bySubject  map[string]map[string]struct{}
-	lastGC     time.Time     // last gcLocked; it runs on every change, else at most every gcInterval
-	metricsSet bool          // the incident gauges were set once; afterwards only changes update them
-	synced     bool          // memory merged with the store since this replica became leader
-	notifiers  []string      // destinations whose deliveries the outbox tracks (nil: outbox off)
-	changed    chan struct{} // closed and replaced on every change of what Incidents returns (Changes)
-	loadErr    error         // the last failed load of the stored incidents, until one succeeds
+	lastGC     time.Time                   // last gcLocked; it runs on every change, else at most every gcInterval
+	metricsSet bool                        // the incident gauges were set once; afterwards only changes update them
+	synced     bool                        // memory merged with the store since this replica became leader
+	notifiers  []string                    // destinations whose deliveries the outbox tracks (nil: outbox off)
+	changed    chan struct{}               // closed and replaced on every change of what Incidents returns (Changes)
+	loadErr    error                       // the last failed load of the stored incidents, until one succeeds
+	silences   map[string]*silence.Silence // by ID (silences.go)
 }
 
 var _ syncmedic.GoneSink = (*Tracker)(nil)
@@ -89,7 +93,8 @@ func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tracker{o: o, incidents: map[string]*Incident{}, open: map[string]string{}, bySubject: map[string]map[string]struct{}{}}
+	t := &Tracker{o: o, incidents: map[string]*Incident{}, open: map[string]string{}, bySubject: map[string]map[string]struct{}{},
+		silences: map[string]*silence.Silence{}}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if o.Leader() {
@@ -151,9 +156,7 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []syncme
 		if dirty {
 			t.saveLocked(ctx)
 		}
-		for _, ev := range events {
-			t.o.Publisher.Publish(ev)
-		}
+		t.publishLocked(events)
 	}
 	if dirty || !t.metricsSet {
 		t.o.Metrics.setIncidents(t.incidents)
@@ -191,6 +194,7 @@ func (t *Tracker) evaluateLocked(subject string, findings []syncmedic.Finding, p
 		if inc == nil {
 			inc = &Incident{ID: t.newID(f.Fingerprint, now), Fingerprint: f.Fingerprint, Subject: subject,
 				State: StateFiring, Finding: f, OpenedAt: now, UpdatedAt: now, Plan: d.Reason, Auto: d.Act, Route: pol.Route(f)}
+			inc.SilencedBy = t.silencedByLocked(inc, now)
 			t.incidents[inc.ID], t.open[f.Fingerprint] = inc, inc.ID
 			t.indexLocked(subject, f.Fingerprint)
 			events = append(events, t.event(EventOpened, inc, nil, now))
@@ -203,12 +207,21 @@ func (t *Tracker) evaluateLocked(subject string, findings []syncmedic.Finding, p
 				t.indexLocked(subject, inc.Fingerprint)
 			}
 			inc.Finding, inc.Subject, inc.Misses, inc.Plan, inc.Auto = f, subject, 0, d.Reason, d.Act
+			if ev, silenced := t.refreshSilenceLocked(inc, now); silenced {
+				dirty = true
+				if ev != nil {
+					events = append(events, *ev)
+				}
+			}
 			if changed {
 				inc.UpdatedAt = now
 				events = append(events, t.event(EventUpdated, inc, nil, now))
 			}
 		}
-		matched = append(matched, inc.ID)
+		// A silenced incident is not remedied automatically: the remediation stage does not even see it.
+		if !inc.Silenced() {
+			matched = append(matched, inc.ID)
+		}
 	}
 	for _, fp := range sortedKeys(t.bySubject[subject]) {
 		inc := t.incidents[t.open[fp]]
@@ -224,7 +237,8 @@ func (t *Tracker) evaluateLocked(subject string, findings []syncmedic.Finding, p
 	for _, ev := range events {
 		if ev.Kind == EventOpened {
 			t.o.Log.Info("incident opened", "incident", ev.Incident.ID, "rule", ev.Incident.Finding.Rule,
-				"subject", subject, "namespace", ev.Incident.Finding.Object.Namespace, "app", ev.Incident.Finding.Object.App)
+				"subject", subject, "namespace", ev.Incident.Finding.Object.Namespace, "app", ev.Incident.Finding.Object.App,
+				"silencedBy", ev.Incident.SilencedBy)
 		}
 	}
 	return events, matched, dirty
@@ -237,7 +251,9 @@ func (t *Tracker) resolveLocked(inc *Incident, now time.Time) Event {
 	delete(t.open, inc.Fingerprint)
 	t.unindexLocked(inc.Subject, inc.Fingerprint)
 	t.o.Log.Info("incident resolved", "incident", inc.ID, "rule", inc.Finding.Rule, "subject", inc.Subject)
-	return t.event(EventResolved, inc, nil, now)
+	ev := t.event(EventResolved, inc, nil, now)
+	inc.SilencedBy = "" // silences mute open incidents only
+	return ev
 }
 
 func (t *Tracker) indexLocked(subject, fp string) {
@@ -293,13 +309,21 @@ func materialChange(a, b syncmedic.Finding) bool {
 	return false
 }
 
+// event returns the transition kind of inc, numbered and kept in the outbox unless a silence withholds it (then
+// publishLocked drops it). An opening a silence withholds leaves the incident unannounced until the silence ends.
 func (t *Tracker) event(kind EventKind, inc *Incident, a *Attempt, now time.Time) Event {
 	ev := Event{Kind: kind, At: now}
 	if a != nil {
 		c := *a
 		ev.Attempt = &c
 	}
-	t.enqueueLocked(inc, &ev)
+	ev.withheld = withheld(inc, kind, a)
+	if kind == EventOpened {
+		inc.Unannounced = ev.withheld
+	}
+	if !ev.withheld {
+		t.enqueueLocked(inc, &ev)
+	}
 	ev.Incident = eventSnapshot(inc)
 	return ev
 }
@@ -346,6 +370,9 @@ func (t *Tracker) syncLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := t.loadSilencesLocked(ctx); err != nil {
+		return err
+	}
 	now := t.o.Now()
 	merged := map[string]*Incident{}
 	open := map[string]string{}
@@ -366,9 +393,16 @@ func (t *Tracker) syncLocked(ctx context.Context) error {
 		}
 		inc := t.incidents[id]
 		merged[id], open[fp] = inc, id
+		inc.SilencedBy = t.silencedByLocked(inc, now)
 		events = append(events, t.event(EventOpened, inc, nil, now))
 	}
 	t.incidents, t.open, t.synced = merged, open, true
+	// Silences that ended while no replica led: the incidents they held back are announced now.
+	for _, id := range t.openByAgeLocked() {
+		if ev, changed := t.refreshSilenceLocked(t.incidents[id], now); changed && ev != nil {
+			events = append(events, *ev)
+		}
+	}
 	t.metricsSet = false // the loaded incidents are new to the gauges
 	t.bySubject = map[string]map[string]struct{}{}
 	for fp, id := range open {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -326,6 +327,44 @@ func TestChartValues(t *testing.T) {
 			}
 		},
 	}, {
+		name: "Slack's buttons over Socket Mode read the app-level token from the Secret; no URL is opened to Slack",
+		set:  []string{"slack.channel=#i", "slack.interactivity=socketMode", "secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.slackAppToken=xapp-1"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
+			require.Contains(t, args, "--slack-app-token-file=/etc/syncmedic/secrets/slack-app-token")
+			require.NotContains(t, strings.Join(args, " "), "--slack-signing-secret-file")
+			var s corev1.Secret
+			convert(t, find(t, objs, "Secret", "syncmedic-secrets"), &s)
+			require.Equal(t, "xapp-1", s.StringData["slack-app-token"])
+			for _, o := range objs {
+				require.NotEqual(t, "syncmedic-slack", o.GetName())
+			}
+		},
+	}, {
+		name: "Slack's buttons over the request URL read the signing secret and admit the listed peers",
+		set: []string{"slack.channel=#i", "slack.interactivity=requestURL", "secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.slackSigningSecret=sig",
+			"slack.requestURLFrom[0].namespaceSelector.matchLabels.name=ingress"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
+			require.Contains(t, args, "--slack-signing-secret-file=/etc/syncmedic/secrets/slack-signing-secret")
+			require.NotContains(t, strings.Join(args, " "), "--slack-app-token-file")
+			var s corev1.Secret
+			convert(t, find(t, objs, "Secret", "syncmedic-secrets"), &s)
+			require.Equal(t, "sig", s.StringData["slack-signing-secret"])
+			var np networkingv1.NetworkPolicy
+			convert(t, find(t, objs, "NetworkPolicy", "syncmedic-slack"), &np)
+			require.Equal(t, map[string]string{"name": "ingress"}, np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels)
+			require.Equal(t, *deployment(t, objs).Spec.Selector, np.Spec.PodSelector)
+		},
+	}, {
+		name: "Slack's buttons are off by default",
+		set:  []string{"slack.channel=#i"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := strings.Join(deployment(t, objs).Spec.Template.Spec.Containers[0].Args, " ")
+			require.NotContains(t, args, "--slack-app-token-file")
+			require.NotContains(t, args, "--slack-signing-secret-file")
+		},
+	}, {
 		name: "the monitoring objects are off unless asked for",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			require.NotContains(t, kinds(objs), "ServiceMonitor")
@@ -388,7 +427,8 @@ var everything = []string{
 	"incidentAPI.enabled=true",
 	"argocd.server=argocd-server.argocd.svc:443", "argocd.tls.mode=ca", "argocd.tls.caSecret=argocd-ca", "argocd.grpcWeb=true",
 	"flux.namespace=gitops",
-	"slack.channel=#gitops-incidents",
+	"slack.channel=#gitops-incidents", "slack.interactivity=requestURL", "secrets.slackSigningSecret=signing", "secrets.slackAppToken=xapp",
+	"slack.requestURLFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ingress-nginx",
 	"policy.killSwitch=true", "policy.rules.flux/retries-exhausted.mode=auto",
 	"extraArgs={--kube-cluster-name=prod,--argocd-url=https://argocd.example.com}",
 	"nodeSelector.kubernetes\\.io/os=linux",

@@ -6,20 +6,32 @@ import (
 	"strings"
 )
 
-// Caller is the person who asks for a fix on demand (the incident page, the Argo CD extension, the API).
+// Caller is the person who asks for a fix on demand (the incident page, the Argo CD extension, the API, Slack).
 type Caller struct {
 	// User is the Argo CD user name the proxy extension forwarded (Argocd-Username); empty for a direct API caller.
 	User string
 	// Groups are the Argo CD user's groups (Argocd-User-Groups).
 	Groups []string
-	// Via says how the request came: "argocd-extension" or "api-token".
+	// SlackUser is the Slack user ID (U… or W…) of a click in Slack, as Slack signed or sent it; SlackName the
+	// user's name in the workspace, SlackTeam the workspace ID, and SlackGroups the IDs (S…) of the user groups the
+	// user is in, when they are known. A Slack caller has no Argo CD User.
+	SlackUser, SlackName, SlackTeam string
+	SlackGroups                     []string
+	// Via says how the request came: "argocd-extension", "api-token" or "slack".
 	Via string
 }
 
-// String names the caller for the audit trail: "argocd user alice (groups sre, ops) via argocd-extension".
+// String names the caller for the audit trail: "argocd user alice (groups sre, ops) via argocd-extension", "slack
+// user alice (U024BE7LH) via slack".
 func (c Caller) String() string {
 	who := "the API token holder"
-	if c.User != "" {
+	switch {
+	case c.SlackUser != "":
+		who = "slack user " + c.SlackUser
+		if c.SlackName != "" {
+			who = "slack user " + c.SlackName + " (" + c.SlackUser + ")"
+		}
+	case c.User != "":
 		who = "argocd user " + c.User
 		if len(c.Groups) > 0 {
 			who += " (groups " + strings.Join(c.Groups, ", ") + ")"
@@ -35,20 +47,60 @@ func (c Caller) String() string {
 // fix on demand.
 const FixByToken = "token"
 
+// The fixBy kinds of Slack: "slack:<user ID>" and "slack-group:<user group ID>" match a click in Slack.
+const (
+	FixBySlackUser  = "slack"
+	FixBySlackGroup = "slack-group"
+)
+
+// isSlackID reports whether s has the form of a Slack user ID (U…, W…) or user group ID (S…): an upper-case letter,
+// then upper-case letters and digits.
+func isSlackID(s string) bool {
+	if len(s) < 3 || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// SlackMayFix reports whether patterns (fixBy, or ackBy and silenceBy, which take the same entries) could let
+// someone act from Slack: only "slack:" and "slack-group:" entries do ("*" does not: everyone in a channel is more
+// people than everyone who holds the API token).
+func SlackMayFix(patterns []string) bool {
+	for _, p := range patterns {
+		if kind, _, _ := strings.Cut(p, ":"); kind == FixBySlackUser || kind == FixBySlackGroup {
+			return true
+		}
+	}
+	return false
+}
+
 // MayFix reports whether patterns (RulePolicy.FixBy) let c fix, and the entry that allowed it.
 func MayFix(patterns []string, c Caller) (string, bool) {
 	for _, p := range patterns {
 		kind, pat, _ := strings.Cut(p, ":")
 		switch {
-		case p == "*":
+		case p == "*" && c.SlackUser == "":
 			return p, true
-		case p == FixByToken && c.User == "":
+		case p == FixByToken && c.User == "" && c.SlackUser == "":
 			return p, true
 		case kind == "user" && c.User != "" && globMatch(pat, c.User):
 			return p, true
 		case kind == "group" && c.User != "":
 			for _, g := range c.Groups {
 				if globMatch(pat, g) {
+					return p, true
+				}
+			}
+		case kind == FixBySlackUser && c.SlackUser != "" && pat == c.SlackUser:
+			return p, true
+		case kind == FixBySlackGroup && c.SlackUser != "":
+			for _, g := range c.SlackGroups {
+				if g == pat {
 					return p, true
 				}
 			}
@@ -73,8 +125,12 @@ func validateFixBy(field string, patterns []string) []error {
 			if _, err := path.Match(pat, ""); err != nil {
 				errs = append(errs, fmt.Errorf("%s.fixBy[%d]: %q is not a valid pattern: use a name or a glob such as \"group:sre-*\"", field, i, p))
 			}
+		case ok && (kind == FixBySlackUser || kind == FixBySlackGroup):
+			if !isSlackID(pat) {
+				errs = append(errs, fmt.Errorf("%s.fixBy[%d]: %q is not a Slack ID: give the member ID (\"slack:U024BE7LH\", in the user's profile: Copy member ID) or the user group ID (\"slack-group:S0614TZR7\"), not a name; no globs", field, i, p))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("%s.fixBy[%d]: %q, want \"*\", %q, \"user:<name>\" or \"group:<name>\" (Argo CD user or group, globs allowed)", field, i, p, FixByToken))
+			errs = append(errs, fmt.Errorf("%s.fixBy[%d]: %q, want \"*\", %q, \"user:<name>\" or \"group:<name>\" (Argo CD user or group, globs allowed), \"slack:<user ID>\" or \"slack-group:<user group ID>\"", field, i, p, FixByToken))
 		}
 	}
 	return errs

@@ -94,7 +94,8 @@ type RulePolicy struct {
 	// FixBy lists who may apply the rule's remedy on demand, from the incident page, the Argo CD extension or the
 	// incident API (dry-run first, then confirm): "user:<name>" and "group:<name>" match the Argo CD user and groups
 	// the proxy extension forwards (globs allowed), "token" direct callers with the API's bearer token, "*" anyone
-	// who reaches the API. Empty (the default): nobody, the API is read-only. Such a fix still respects the mode
+	// who reaches the API, "slack:<user ID>" and "slack-group:<user group ID>" a click in Slack by that member or a
+	// member of that user group (neither "*" nor "token" lets a Slack click fix). Empty (the default): nobody, the API is read-only. Such a fix still respects the mode
 	// (not off), the kill switch, namespaces, projects and the rate limit; it may re-run hooks, and says so first.
 	FixBy []string `json:"fixBy,omitempty"`
 }
@@ -111,6 +112,12 @@ type Policy struct {
 	// Routes send incidents to Slack channels and destinations by project, app, namespace, release, labels, rule and
 	// severity (routing.go); the first that matches decides.
 	Routes []Route `json:"routes,omitempty"`
+	// SilenceBy lists who may create and expire silences (the incident page, the Argo CD extension, the API,
+	// Slack), with fixBy's entries; empty (the default): nobody.
+	SilenceBy []string `json:"silenceBy,omitempty"`
+	// AckBy lists who may acknowledge (take) an incident, with fixBy's entries. Unset (the default): whoever may fix
+	// the incident's rule on demand or create silences; an empty list: nobody.
+	AckBy []string `json:"ackBy,omitempty"`
 }
 
 // DefaultPolicy notifies every rule and acts on none (every remedy is recorded as a dry-run).
@@ -141,7 +148,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p := DefaultPolicy()
 	var in Policy
 	if err := yaml.UnmarshalStrict(b, &in); err != nil {
-		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules and routes; see the README's policy section)", err)
+		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy and ackBy; see the README's policy section)", err)
 	}
 	p.KillSwitch = in.KillSwitch
 	if in.ResolveAfter != 0 {
@@ -150,6 +157,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p.Defaults = p.Defaults.merge(in.Defaults)
 	p.Rules = in.Rules
 	p.Routes = in.Routes
+	p.SilenceBy, p.AckBy = in.SilenceBy, in.AckBy
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -220,6 +228,8 @@ func (p *Policy) Validate() error {
 		}
 	}
 	errs = append(errs, validateRoutes(p.Routes)...)
+	errs = append(errs, validateWho("silenceBy", p.SilenceBy)...)
+	errs = append(errs, validateWho("ackBy", p.AckBy)...)
 	return errors.Join(errs...)
 }
 

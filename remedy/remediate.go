@@ -112,6 +112,12 @@ func (s *RemediationStage) consider(ctx context.Context, t incident.Ledger, id s
 	if !ok || !inc.IsOpen() || inc.Finding.Remedy.Action == syncmedic.ActionNone {
 		return
 	}
+	// A silenced incident is neither remedied nor recorded as a dry-run (its thread is silent): the remedy is
+	// considered again once the silence ends.
+	if inc.Silenced() {
+		s.log.Debug("incident silenced: no automatic remedy", "incident", id, "silence", inc.SilencedBy)
+		return
+	}
 	f := inc.Finding
 	action := f.Remedy.Action
 	d := pol.Decide(f)

@@ -118,13 +118,13 @@ func (s scope) allows(inc *incident.Incident) bool {
 }
 
 // selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then
-// by opening time.
-func selectIncidents(all []incident.Incident, s scope, f Filter, access func(incident.Incident) *FixAccess) []Incident {
+// by opening time; decorate adds what the caller may do about each.
+func selectIncidents(all []incident.Incident, s scope, f Filter, decorate func(*Incident, incident.Incident)) []Incident {
 	out := []Incident{}
 	for i := range all {
 		if s.allows(&all[i]) && f.Match(&all[i]) {
 			v := newIncident(all[i])
-			v.Fix = access(all[i])
+			decorate(&v, all[i])
 			out = append(out, v)
 		}
 	}

@@ -40,6 +40,13 @@ type Options struct {
 	// Changes returns a channel closed at the next change of the incidents (Tracker.Changes); nil: watch=true
 	// re-reads the incidents every second.
 	Changes func() <-chan struct{}
+	// Acknowledge records that by took an incident (Tracker.Acknowledge); nil: no acknowledgement (501).
+	Acknowledge func(ctx context.Context, id, by string) error
+	// Silences keeps the silences (the Tracker); nil: no silence endpoints (501).
+	Silences SilenceAPI
+	// Policy returns the policy in force, whose ackBy and silenceBy decide who may acknowledge and silence (nil:
+	// nobody).
+	Policy func() *policy.Policy
 }
 
 // Handlers returns the API and page handlers keyed by the path to register them at (ServeMux patterns).
@@ -72,6 +79,8 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 	return map[string]http.Handler{
 		IncidentsPath:       authenticate(o.Token, http.HandlerFunc(api.list)),
 		IncidentsPath + "/": authenticate(o.Token, http.HandlerFunc(api.get)),
+		SilencesPath:        authenticate(o.Token, http.HandlerFunc(api.silences)),
+		SilencesPath + "/":  authenticate(o.Token, http.HandlerFunc(api.silence)),
 		PagePath:            securityHeaders(http.StripPrefix(PagePath, http.FileServerFS(static))),
 		// The extension is public code, fetched by argocd-server's init container without a token.
 		ExtensionBundlePath:  serveBytes("text/javascript; charset=utf-8", extensionBundle),
@@ -95,7 +104,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		a.stream(w, r, f)
 		return
 	}
-	items := selectIncidents(a.o.Incidents(), scopeOf(r.Context()), f, a.access(r))
+	items := selectIncidents(a.o.Incidents(), scopeOf(r.Context()), f, a.decorate(r))
 	a.logRequest(r, len(items))
 	writeJSON(w, http.StatusOK, IncidentList{APIVersion: APIVersion, Kind: "IncidentList", Items: items})
 }
@@ -104,6 +113,10 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, IncidentsPath+"/")
 	if id, ok := strings.CutSuffix(id, FixSuffix); ok {
 		a.fix(w, r, id)
+		return
+	}
+	if id, ok := strings.CutSuffix(id, AckSuffix); ok {
+		a.ack(w, r, id)
 		return
 	}
 	if !readOnly(w, r) {
@@ -127,8 +140,39 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 // view is the API view of inc for the caller of r.
 func (a *api) view(r *http.Request, inc incident.Incident) Incident {
 	v := newIncident(inc)
-	v.Fix = a.access(r)(inc)
+	a.decorate(r)(&v, inc)
 	return v
+}
+
+// decorate adds, per incident, what the caller of r may do about it: fix, acknowledge, silence.
+func (a *api) decorate(r *http.Request) func(*Incident, incident.Incident) {
+	access, oncall := a.access(r), a.oncall(r)
+	return func(v *Incident, inc incident.Incident) {
+		v.Fix = access(inc)
+		oncall(v, inc)
+	}
+}
+
+// oncall fills, per incident, whether the caller of r may acknowledge and silence it (left nil when serve offers
+// neither).
+func (a *api) oncall(r *http.Request) func(v *Incident, inc incident.Incident) {
+	c := caller(r.Header)
+	return func(v *Incident, inc incident.Incident) {
+		if a.o.Policy == nil {
+			return
+		}
+		if a.o.Acknowledge != nil {
+			ok, why := a.mayAck(inc, c)
+			v.AckAccess = &FixAccess{Allowed: ok, Reason: why}
+		}
+		if a.o.Silences != nil {
+			_, ok := a.o.Policy().MaySilence(c)
+			v.SilenceAccess = &FixAccess{Allowed: ok}
+			if !ok {
+				v.SilenceAccess.Reason = "policy: " + c.String() + " is not in silenceBy"
+			}
+		}
+	}
 }
 
 // access says, per incident, whether the caller of r may fix it on demand (nil when serve offers no fix at all).
@@ -154,7 +198,8 @@ func readOnly(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Allow", "GET, HEAD")
-	writeError(w, http.StatusMethodNotAllowed, "incidents are read with GET; a fix is requested with POST "+IncidentsPath+"/{id}"+FixSuffix)
+	writeError(w, http.StatusMethodNotAllowed, "incidents are read with GET; a fix is requested with POST "+IncidentsPath+"/{id}"+FixSuffix+
+		", an acknowledgement with POST "+IncidentsPath+"/{id}"+AckSuffix)
 	return false
 }
 

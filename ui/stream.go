@@ -25,7 +25,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request, f Filter) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	s, access := scopeOf(r.Context()), a.access(r)
+	s, access := scopeOf(r.Context()), a.decorate(r)
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	var last []byte

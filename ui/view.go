@@ -51,6 +51,23 @@ type Incident struct {
 	// Fix says whether the caller may apply the remedy on demand (POST .../fix); absent when this syncmedic
 	// offers no fix on demand or the incident has no remedy it can apply.
 	Fix *FixAccess `json:"fix,omitempty"`
+	// Ack says who took the incident and when (POST .../ack); absent while nobody has.
+	Ack *Ack `json:"ack,omitempty"`
+	// SilencedBy is the ID of the active silence that mutes the incident: shown, but neither announced nor
+	// remedied automatically. Unannounced is true while a silence has kept it from the notifiers.
+	SilencedBy  string `json:"silencedBy,omitempty"`
+	Unannounced bool   `json:"unannounced,omitempty"`
+	// AckAccess and SilenceAccess say whether the caller may acknowledge the incident and create silences; absent
+	// when this syncmedic offers neither.
+	AckAccess     *FixAccess `json:"acknowledge,omitempty"`
+	SilenceAccess *FixAccess `json:"silence,omitempty"`
+}
+
+// Ack is who acknowledged an incident, when, and whom they took it over from.
+type Ack struct {
+	By            string    `json:"by"`
+	At            time.Time `json:"at"`
+	TakenOverFrom string    `json:"takenOverFrom,omitempty"`
 }
 
 // FixAccess is the caller's permission to fix an incident on demand under the policy's fixBy.
@@ -117,7 +134,7 @@ type Attempt struct {
 // TimelineEntry is one event in an incident's life.
 type TimelineEntry struct {
 	At time.Time `json:"at"`
-	// Kind is "opened", "remediation" or "resolved".
+	// Kind is "opened", "remediation", "acknowledged" or "resolved".
 	Kind string `json:"kind"`
 	Text string `json:"text"`
 }
@@ -155,6 +172,10 @@ func newIncident(inc incident.Incident) Incident {
 		out.Attempts = append(out.Attempts, Attempt{At: a.At, Action: string(a.Action), Result: string(a.Result),
 			Changed: a.Changed, Steps: nonNil(a.Steps), Reason: a.Reason, Error: a.Error, Permanent: a.Permanent, RequestedBy: a.RequestedBy})
 	}
+	if inc.Ack != nil {
+		out.Ack = &Ack{By: inc.Ack.By, At: inc.Ack.At, TakenOverFrom: inc.Ack.TakenOverFrom}
+	}
+	out.SilencedBy, out.Unannounced = inc.SilencedBy, inc.Unannounced
 	out.Timeline = timeline(inc)
 	return out
 }
@@ -174,6 +195,13 @@ func timeline(inc incident.Incident) []TimelineEntry {
 			text += " — " + a.Reason
 		}
 		t = append(t, TimelineEntry{At: a.At, Kind: "remediation", Text: text})
+	}
+	if a := inc.Ack; a != nil {
+		text := "acknowledged by " + a.By
+		if a.TakenOverFrom != "" {
+			text += ", taking over from " + a.TakenOverFrom
+		}
+		t = append(t, TimelineEntry{At: a.At, Kind: "acknowledged", Text: text})
 	}
 	if inc.ResolvedAt != nil {
 		t = append(t, TimelineEntry{At: *inc.ResolvedAt, Kind: "resolved", Text: "the rule stopped matching"})

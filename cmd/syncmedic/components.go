@@ -58,6 +58,8 @@ type serveDeps struct {
 	Fix     func(ctx context.Context, id string, req remedy.FixRequest) (remedy.FixResult, error)
 	Changes func() <-chan struct{}
 	MayFix  func(inc incident.Incident, c policy.Caller) (bool, string)
+	// OnCall acknowledges incidents and keeps silences (the tracker, once it exists).
+	OnCall onCall
 }
 
 // serveParts is what a started component contributes.

@@ -37,6 +37,8 @@ func TestFixUsage(t *testing.T) {
 		{"an incident ID with a suffix that is not a number is refused", []string{"fix", "3f9a0c2d1e4b5a67-one", "--argocd-server", "127.0.0.1:1", "--argocd-plaintext"}, exitUsage, "fingerprint-number"},
 		{"a state file that does not exist is refused, not read as an empty store", []string{"fix", "3f9a0c2d1e4b5a67", "--argocd-server", "127.0.0.1:1", "--argocd-plaintext", "--state-file", missing}, exitUsage, "no such file"},
 		{"both state stores at once are refused", []string{"fix", "3f9a0c2d1e4b5a67", "--argocd-server", "127.0.0.1:1", "--argocd-plaintext", "--state-file", missing, "--state-configmap", "syncmedic/state"}, exitUsage, "not both"},
+		{"fix takes serve's --argocd-ca-file: a missing CA file is refused before dialing, naming the flag", []string{"fix", "3f9a0c2d1e4b5a67", "--argocd-server", "127.0.0.1:1", "--argocd-ca-file", missing}, exitUsage, "--argocd-ca-file: open "},
+		{"--argocd-ca-file and --argocd-insecure exclude each other in fix as in serve", []string{"fix", "3f9a0c2d1e4b5a67", "--argocd-server", "127.0.0.1:1", "--argocd-ca-file", missing, "--argocd-insecure"}, exitUsage, "excludes --argocd-plaintext and --argocd-insecure"},
 		{"a state ConfigMap without --kubeconfig says how to read it", []string{"fix", "3f9a0c2d1e4b5a67", "--argocd-server", "127.0.0.1:1", "--argocd-plaintext", "--state-configmap", "syncmedic/state"}, exitUsage, "needs --kubeconfig"},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,8 @@ type argoCDFlags struct {
 	plaintext, insecure, grpcWeb  bool
 	projects                      []string
 	selector, appNamespace, uiURL string
+	// caFile is the PEM file of the CA that signs argocd-server's certificate (scan, fix and serve alike).
+	caFile string
 }
 
 func addArgoCDFlags(f *pflag.FlagSet, o *argoCDFlags) {
@@ -31,6 +33,7 @@ func addArgoCDFlags(f *pflag.FlagSet, o *argoCDFlags) {
 	f.StringVar(&o.tokenFile, "argocd-token-file", "", "file holding the Argo CD API token (default: the ARGOCD_AUTH_TOKEN variable)")
 	f.BoolVar(&o.plaintext, "argocd-plaintext", false, "connect to argocd-server without TLS")
 	f.BoolVar(&o.insecure, "argocd-insecure", false, "skip verifying argocd-server's TLS certificate")
+	f.StringVar(&o.caFile, "argocd-ca-file", "", "PEM file of the CA that signs argocd-server's certificate (its default certificate is self-signed: give that certificate itself)")
 	f.BoolVar(&o.grpcWeb, "argocd-grpc-web", false, "tunnel gRPC over HTTP/1.1 (for ingresses without HTTP/2)")
 	f.StringSliceVar(&o.projects, "argocd-project", nil, "only applications of these Argo CD projects (repeatable)")
 	f.StringVar(&o.selector, "argocd-selector", "", "only applications matching this label selector")
@@ -49,7 +52,7 @@ func (o argoCDFlags) judgesAllHooks() bool {
 }
 
 func (o argoCDFlags) clientOptions() argocd.ClientOptions {
-	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb}
+	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb, CAFile: o.caFile}
 }
 
 func (o argoCDFlags) scanOptions(c argocd.Client, th argocd.Thresholds) argocd.ScanOptions {

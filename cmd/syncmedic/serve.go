@@ -26,6 +26,7 @@ import (
 	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/leader"
 	"github.com/syncmedic/syncmedic/notify"
+	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/policy"
 	"github.com/syncmedic/syncmedic/remedy"
 	"github.com/syncmedic/syncmedic/snapshot"
@@ -182,7 +183,9 @@ type daemon struct {
 	dispatcher *notify.Dispatcher
 	tracker    *incident.Tracker
 	stage      *remedy.RemediationStage
-	fixer      *remedy.Fixer // fixes on demand, once the tracker exists
+	fixer      *remedy.Fixer  // fixes on demand, once the tracker exists
+	slack      *slackReceiver // receives Slack's clicks (nil: buttons off)
+	leading    func() bool
 	parts      []serveParts
 	names      []string
 	// failed holds each component's last source failure; ready and beat back /readyz and /healthz.
@@ -238,7 +241,8 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 				return false, "syncmedic is starting"
 			}
 			return d.fixer.MayFix(inc, c)
-		}}
+		},
+		OnCall: onCall{tracker: func() *incident.Tracker { return d.tracker }}}
 	remediers := syncmedic.Remediers{}
 	for _, c := range serveComponents {
 		p, err := c.start(ctx, deps)
@@ -289,9 +293,13 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 			return nil
 		})
 	}
-	o.notify.log = log
+	o.notify.log, o.notify.policy, d.leading = log, holder.Get, leading
 	dests, err := o.notify.destinations(d.tracker, kube, identity)
 	if err != nil {
+		return nil, err
+	}
+	actions := slackActions{fix: deps.Fix, onCall: deps.OnCall, policy: holder.Get, incidents: deps.Incidents, log: log}
+	if d.slack, err = o.notify.slackInteractivity(ctx, actions, log); err != nil {
 		return nil, err
 	}
 	for _, dest := range dests {
@@ -323,11 +331,15 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	goRun("notify", func(ctx context.Context) error { d.dispatcher.Run(ctx); return nil })
 	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); return nil })
+	goRun("silences", func(ctx context.Context) error { d.tracker.Run(ctx); return nil })
 	goRun("policy", d.policy.reload)
 	// Note takes the tracker's lock, which every evaluation, notification and remedy goes through.
 	goRun("heartbeat", func(ctx context.Context) error { d.beat.run(ctx, func() { d.tracker.Note("", "") }); return nil })
 	if d.elector != nil {
 		goRun("leader election", d.elector.Run)
+	}
+	if d.slack != nil && d.slack.socket != nil {
+		goRun("slack socket mode", func(ctx context.Context) error { whileLeading(ctx, d.leading, d.slack.socket, d.log); return nil })
 	}
 	// The receiver's limits (flux/limits.go) bound every request on --listen, so a slow client cannot hold a connection.
 	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: flux.ReadHeaderTimeout,
@@ -352,6 +364,9 @@ func (d *daemon) mux() *http.ServeMux {
 		for path, h := range p.Handlers {
 			mux.Handle(path, h)
 		}
+	}
+	if d.slack != nil && d.slack.handler != nil {
+		mux.Handle(slacknotify.InteractionsPath, d.slack.handler)
 	}
 	return mux
 }

@@ -30,7 +30,6 @@ type argoCDServeOptions struct {
 	reads     int
 	readTime  time.Duration
 	leakCheck string
-	caFile    string
 	// backOff paces the attempts to reach argocd-server (default newConnectBackOff; tests make it quick).
 	backOff func() backoff.BackOff
 	// fs is serve's flag set: the shared --argocd-* flags may already be defined there (by addLiveFlags), so they
@@ -75,9 +74,6 @@ func init() {
 			if fs.Lookup("argocd-server") == nil {
 				addArgoCDFlags(fs, &o.argoCDFlags)
 			}
-			if fs.Lookup("argocd-ca-file") == nil {
-				fs.StringVar(&o.caFile, "argocd-ca-file", "", "PEM file of the CA that signs argocd-server's certificate (its default certificate is self-signed: give that certificate itself)")
-			}
 			fs.StringVar(&o.instance, "argocd-instance", "", "name of this Argo CD in findings and subjects, when syncmedic watches more than one")
 			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
 			fs.IntVar(&o.reads, "argocd-live-reads", 4, "live-state reads of suspicious applications at once (each a ResourceTree call, then a GetResource per hook)")
@@ -115,7 +111,6 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 		return serveParts{}, fmt.Errorf("--argocd-live-timeout: %s: give a positive duration", o.readTime)
 	}
 	opts := o.clientOptions()
-	opts.CAFile = o.caFile
 	if err := opts.Validate(); err != nil {
 		return serveParts{}, err
 	}

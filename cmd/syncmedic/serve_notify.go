@@ -17,6 +17,7 @@ import (
 	"github.com/syncmedic/syncmedic/notify/kubeevents"
 	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 	"github.com/syncmedic/syncmedic/notify/webhook"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // notifyOptions are serve's notifier flags. Secrets come from files only.
@@ -35,9 +36,14 @@ type notifyOptions struct {
 	alertmanagerUsername        string
 	alertmanagerPasswordFile    string
 	alertmanagerResend          time.Duration
+	// Slack interactivity: the app-level token (Socket Mode) or the signing secret (the HTTP request URL), from files.
+	slackAppTokenFile      string
+	slackSigningSecretFile string
 	// log receives what a notifier reports besides its result (an Alertmanager replica that refused a post others
-	// took); nil: discarded. serve sets it before destinations.
-	log *slog.Logger
+	// took); nil: discarded. policy is the policy in force (Slack's Fix… button asks fixBy). serve sets both before
+	// destinations.
+	log    *slog.Logger
+	policy func() *policy.Policy
 }
 
 // notifyState is what the notifiers keep and read in the tracker: Slack's threads, and the incidents Alertmanager
@@ -52,6 +58,8 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f.StringVar(&o.slackTokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-…): one thread per incident, updated in place")
 	f.StringVar(&o.slackChannel, "slack-channel", "", "Slack channel for the bot token mode")
 	f.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/; for a Slack-compatible endpoint or a test server)")
+	f.StringVar(&o.slackAppTokenFile, "slack-app-token-file", "", "file holding the Slack app-level token (xapp-…, scope connections:write): turns the thread's buttons on and receives their clicks over Socket Mode (no public URL needed; with --slack-token-file)")
+	f.StringVar(&o.slackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret: turns the thread's buttons on and receives their clicks at the request URL "+slacknotify.InteractionsPath+" on --listen, each verified (instead of --slack-app-token-file)")
 	f.StringVar(&o.slackWebhookURLFile, "slack-webhook-url-file", "", "file holding a Slack incoming-webhook URL: one message per transition (instead of a bot token)")
 	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")
@@ -90,11 +98,20 @@ func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, 
 		if o.slackChannel == "" {
 			return nil, errors.New("--slack-token-file needs --slack-channel")
 		}
-		n, err := slacknotify.New(slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL, HTTPClient: client})
+		if err := o.checkSlackInteractivity(); err != nil {
+			return nil, err
+		}
+		so := slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL, HTTPClient: client}
+		if o.slackInteractive() {
+			so.Buttons = o.slackButtons
+		}
+		n, err := slacknotify.New(so)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, notify.Destination{Name: "slack", Notifier: n})
+	case o.slackInteractive():
+		return nil, o.checkSlackInteractivity()
 	case o.slackWebhookURLFile != "":
 		u, err := readSecret("--slack-webhook-url-file", o.slackWebhookURLFile)
 		if err != nil {

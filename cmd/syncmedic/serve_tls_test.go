@@ -70,6 +70,16 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 			}, 60*time.Second, 50*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
 		})
 	}
+	t.Run("fix takes serve's --argocd-ca-file: with it the live scan verifies the server, without it the connection is refused", func(t *testing.T) {
+		const unknown = "0123456789abcdef"
+		code, out, errOut := runCLI(t, "fix", unknown, "--argocd-server", tlsAddr, "--argocd-token-file", tokenFile, "--argocd-ca-file", caFile)
+		require.Equal(t, exitUsage, code, "the scan ran and found no finding %s: %s%s", unknown, out, errOut)
+		require.Contains(t, out+errOut, unknown)
+		require.NotContains(t, out+errOut, "certificate")
+		code, out, errOut = runCLI(t, "fix", unknown, "--argocd-server", tlsAddr, "--argocd-token-file", tokenFile)
+		require.Equal(t, exitFailed, code, "%s%s", out, errOut)
+		require.Contains(t, out+errOut, "give --argocd-ca-file")
+	})
 	t.Run("an unreadable --argocd-ca-file is a configuration error: exit 2 naming the flag", func(t *testing.T) {
 		var out, errb lockedBuffer
 		code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--argocd-server", tlsAddr,

@@ -23,7 +23,7 @@ func init() {
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&o.tokenFile, "api-token-file", "", "file holding the bearer token of the incident API ("+ui.IncidentsPath+
 				") and page ("+ui.PagePath+"); both are off without it. The Argo CD proxy extension sends it from argocd-secret. "+
-				"The API is read-only unless the policy's fixBy lets someone fix a rule on demand")
+				"The API is read-only unless the policy's fixBy, ackBy or silenceBy lets someone fix, acknowledge or silence")
 		},
 		start: func(_ context.Context, d serveDeps) (serveParts, error) { return startUI(d, o) },
 	})
@@ -43,7 +43,8 @@ func startUI(d serveDeps, o *uiOptions) (serveParts, error) {
 	if token == "" {
 		return serveParts{}, fmt.Errorf("--api-token-file %s is empty: write a random token into it (openssl rand -hex 32)", o.tokenFile)
 	}
-	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, Token: []byte(token), Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes})
+	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, Token: []byte(token), Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes,
+		Acknowledge: d.OnCall.Acknowledge, Silences: d.OnCall, Policy: d.Policy})
 	if err != nil {
 		return serveParts{}, err
 	}

@@ -20,11 +20,35 @@ var stateLabel = map[incident.IncidentState]string{
 	incident.StateResolved:    ":large_green_circle: Resolved",
 }
 
-// RootBlocks renders the root message of an incident: what is stuck, since when, the evidence, the remedy and
-// whether syncmedic will apply it with the exact commands (`syncmedic fix <incident ID>` first), and the links (the
-// Argo CD UI). Every instant is a Slack date token, so readers see it in their own time zone and no age freezes at
-// the moment of posting; at (when the message is rendered) is kept for the signature's callers.
+// The action IDs of the root message's buttons; each button's value is the incident ID.
+const (
+	ActionFix         = "syncmedic.fix"
+	ActionAcknowledge = "syncmedic.acknowledge"
+	ActionSilence     = "syncmedic.silence"
+	// BlockActions is the block ID of the actions block that holds them.
+	BlockActions = "syncmedic.actions"
+)
+
+// Buttons says which action buttons the root message of an open incident shows; the zero value shows none (Slack
+// interactivity off).
+type Buttons struct {
+	// Fix shows Fix…: the rule has a remedy and the policy's fixBy has a Slack entry that may allow someone.
+	Fix bool
+	// Acknowledge and Silence show those buttons.
+	Acknowledge, Silence bool
+}
+
+// RootBlocks renders the root message of an incident without buttons; see RootBlocksWith.
 func RootBlocks(inc incident.Incident, at time.Time) []slack.Block {
+	return RootBlocksWith(inc, at, Buttons{})
+}
+
+// RootBlocksWith renders the root message of an incident: what is stuck, since when, the evidence, the remedy and
+// whether syncmedic will apply it with the exact commands (`syncmedic fix <incident ID>` first), the links (the
+// Argo CD UI), and while it is open the buttons b asks for; once resolved, the outcome of the last fix instead.
+// Every instant is a Slack date token, so readers see it in their own time zone and no age freezes at the moment of
+// posting; at (when the message is rendered) is kept for the signature's callers.
+func RootBlocksWith(inc incident.Incident, at time.Time, b Buttons) []slack.Block {
 	f := inc.Finding
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(clip(stateEmoji(inc.State)+" "+inc.Title(), 150))),
@@ -49,12 +73,57 @@ func RootBlocks(inc incident.Incident, at time.Time) []slack.Block {
 		}
 		blocks = append(blocks, slack.NewActionBlock("links", buttons...))
 	}
+	if acts := actionButtons(inc, b); len(acts) > 0 {
+		blocks = append(blocks, slack.NewActionBlock(BlockActions, acts...))
+	}
 	ctx := []slack.MixedElement{md(fmt.Sprintf("incident `%s` · opened %s", inc.ID, slackDate(inc.OpenedAt)))}
+	if o := outcomeLine(inc); o != "" {
+		ctx = append(ctx, md(o))
+	}
+	if a := inc.Ack; a != nil && inc.IsOpen() {
+		ctx = append(ctx, md(":raising_hand: acknowledged by "+escape(a.By)+" "+slackDate(a.At)))
+	}
+	if inc.SilencedBy != "" && inc.IsOpen() {
+		ctx = append(ctx, md(":zzz: silenced (silence `"+escape(inc.SilencedBy)+"`): not announced again and not fixed automatically while it lasts"))
+	}
 	for _, a := range f.Advisories {
 		ctx = append(ctx, md(":information_source: "+escape(a)))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", ctx...))
 	return blocks
+}
+
+// actionButtons are the Fix…, Acknowledge and Silence… buttons of an open incident, as b asks; none once resolved.
+func actionButtons(inc incident.Incident, b Buttons) []slack.BlockElement {
+	if !inc.IsOpen() || inc.ID == "" {
+		return nil
+	}
+	var out []slack.BlockElement
+	if b.Fix && inc.Finding.Remedy.Action != syncmedic.ActionNone {
+		fix := slack.NewButtonBlockElement(ActionFix, inc.ID, plain("Fix…"))
+		fix.Style = slack.StylePrimary
+		out = append(out, fix)
+	}
+	if b.Acknowledge {
+		out = append(out, slack.NewButtonBlockElement(ActionAcknowledge, inc.ID, plain("Acknowledge")))
+	}
+	if b.Silence {
+		out = append(out, slack.NewButtonBlockElement(ActionSilence, inc.ID, plain("Silence…")))
+	}
+	return out
+}
+
+// outcomeLine says how the last applied fix of a resolved incident ended, and who asked for it; "" when none was.
+func outcomeLine(inc incident.Incident) string {
+	a := inc.LastAttempt()
+	if inc.IsOpen() || a == nil || a.Result == incident.ResultDryRun || a.Result == incident.ResultStarted {
+		return ""
+	}
+	s := fmt.Sprintf("last fix: `%s` %s", a.Action, a.Result)
+	if a.RequestedBy != "" {
+		s += ", requested by " + escape(a.RequestedBy)
+	}
+	return s
 }
 
 func remedyText(inc incident.Incident) string {
@@ -119,8 +188,21 @@ func ReplyText(ev incident.Event) string {
 			open = inc.ResolvedAt.Sub(inc.OpenedAt)
 		}
 		return fmt.Sprintf(":large_green_circle: Resolved: %s no longer matches (open for %s).", inc.Finding.Rule, syncmedic.HumanDuration(open))
+	case incident.EventAcknowledged:
+		return ackText(inc.Ack)
 	}
 	return ""
+}
+
+// ackText is the thread reply of an acknowledgement: "Acknowledged by …", or a takeover.
+func ackText(a *incident.Ack) string {
+	if a == nil {
+		return ""
+	}
+	if a.TakenOverFrom != "" {
+		return fmt.Sprintf(":raising_hand: Acknowledged by %s, taking over from %s.", escape(a.By), escape(a.TakenOverFrom))
+	}
+	return fmt.Sprintf(":raising_hand: Acknowledged by %s.", escape(a.By))
 }
 
 func attemptText(a *incident.Attempt) string {

@@ -56,15 +56,30 @@ func TestRootBlocksGolden(t *testing.T) {
 	remediating.State, remediating.Auto, remediating.Plan = incident.StateRemediating, true, "policy: auto for argocd/hook-finalizer-stuck"
 	resolved := remediating
 	resolved.State = incident.StateResolved
+	fixedBySlack := resolved
+	fixedBySlack.Attempts = []incident.Attempt{{Action: syncmedic.ActionRemoveHookFinalizer, Result: incident.ResultSucceeded, Changed: true,
+		RequestedBy: "slack user alice (U024BE7LH) via slack"}}
+	noRemedy := goldenIncident()
+	noRemedy.Finding.Remedy.Action = syncmedic.ActionNone
+	all := Buttons{Fix: true, Acknowledge: true, Silence: true}
+	acked := goldenIncident()
+	acked.Ack = &incident.Ack{By: "slack user alice (U024BE7LH)", At: at, TakenOverFrom: "argocd user bob"}
+	acked.SilencedBy = "3f2a9c1d"
 	for _, tc := range []struct {
-		name string
-		inc  incident.Incident
+		name    string
+		inc     incident.Incident
+		buttons Buttons
 	}{
-		{"root-firing-notify-only", firing},
-		{"root-remediating-auto", remediating},
-		{"root-resolved", resolved},
+		{"root-firing-notify-only", firing, Buttons{}},
+		{"root-remediating-auto", remediating, Buttons{}},
+		{"root-resolved", resolved, Buttons{}},
+		{"root-firing-buttons", firing, all},
+		{"root-firing-buttons-no-fixby", firing, Buttons{Acknowledge: true, Silence: true}},
+		{"root-firing-buttons-no-remedy", noRemedy, all},
+		{"root-resolved-buttons-gone-outcome-shown", fixedBySlack, all},
+		{"root-firing-acknowledged-silenced", acked, all},
 	} {
-		t.Run(tc.name, func(t *testing.T) { golden(t, tc.name, RootBlocks(tc.inc, at)) })
+		t.Run(tc.name, func(t *testing.T) { golden(t, tc.name, RootBlocksWith(tc.inc, at, tc.buttons)) })
 	}
 	t.Run("webhook-resolved", func(t *testing.T) {
 		r := resolved

@@ -33,6 +33,9 @@ type Options struct {
 	APIURL string
 	// HTTPClient defaults to notify.NewHTTPClient(notify.DefaultTimeout).
 	HTTPClient *http.Client
+	// Buttons says which action buttons an incident's root message shows (nil: none, Slack interactivity off); it
+	// is asked again at every update, so a resolved incident loses them and a policy change shows in the next one.
+	Buttons func(incident.Incident) Buttons
 }
 
 // Notifier posts one root message per incident, updates it in place on every transition, and replies in its
@@ -65,7 +68,11 @@ func New(o Options) (*Notifier, error) {
 func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	id := ev.Incident.ID
 	channel, ts := n.thread(id, ev.Incident.Route)
-	root := RootBlocks(ev.Incident, ev.At)
+	var b Buttons
+	if n.o.Buttons != nil {
+		b = n.o.Buttons(ev.Incident)
+	}
+	root := RootBlocksWith(ev.Incident, ev.At, b)
 	fallback := fallbackText(ev.Incident)
 	if ts == "" {
 		// First message of the incident (or the opened event was lost): post the root and remember the thread.

@@ -1,10 +1,15 @@
 // The syncmedic incident page: follows the incident API's live stream (?watch=true, server-sent events read with
 // fetch so the bearer token goes along), falls back to polling, and renders open (and recent) incidents. Where the
 // policy's fixBy allows, each incident has a Fix button: it asks for the plan (dry-run), shows it, and applies it
-// only on confirmation. No dependencies.
+// only on confirmation. Where ackBy and silenceBy allow, each open incident has Acknowledge and Silence… (a form with
+// the incident's matchers, a duration and a comment), and the active silences are listed with Expire. No
+// dependencies.
 (function () {
   'use strict';
   var api = '../api/v1/incidents';
+  var silencesApi = '../api/v1/silences';
+  var oncall = {}; // incident ID -> {busy, error, form: {rule, namespace, app, name, duration, comment}}: survives re-renders
+  var silences = []; // the silences as last listed
   var pollMillis = 5000;
   var retryMillis = 30000; // how long after the live stream failed it is tried again
   var tokenKey = 'syncmedic.token';
@@ -148,6 +153,7 @@
       el('h2', {}, [el('span', { 'class': 'badge ' + inc.state }, [inc.state]), el('span', { 'class': 'badge ' + inc.severity }, [inc.severity]), inc.title]),
       el('div', { 'class': 'meta' }, [inc.rule + ' · ' + where + ' · open ' + age(inc.openedAt) + (inc.resolvedAt ? ' · resolved ' + age(inc.resolvedAt) + ' ago' : '')]),
       el('p', { 'class': 'summary' }, [inc.summary]),
+      onCallBox(inc),
       el('div', { 'class': 'cols' }, [
         el('div', {}, section('Evidence', evidence(inc)).concat(section('Advisories', inc.advisories.length ? el('ul', {}, inc.advisories.map(function (a) { return el('li', {}, [a]); })) : null))),
         el('div', {}, section('Fix', remedy(inc)).concat(section('Attempts', attempts(inc))).concat(section('Timeline', timeline(inc))).concat(links.length ? [el('p', {}, links)] : []))
@@ -156,6 +162,125 @@
   }
 
   function rerender() { if (last) render(last); }
+
+  function authHeaders() {
+    return { Authorization: 'Bearer ' + sessionStorage.getItem(tokenKey), 'Content-Type': 'application/json' };
+  }
+
+  // owner is the incident's application: the Argo CD Application, or the Flux HelmRelease.
+  function owner(inc) {
+    if (inc.app) return inc.app.name;
+    if (inc.object.kind === 'HelmRelease') return inc.object.name;
+    var m = /^HelmRelease\/[^/]*\/(.+)$/.exec(inc.fluxOwner || '');
+    return m ? m[1] : '';
+  }
+
+  // onCallBox shows who took the incident and whether a silence mutes it, with the Acknowledge and Silence… buttons
+  // the policy allows.
+  function onCallBox(inc) {
+    var s = oncall[inc.id] || {};
+    var parts = [];
+    if (inc.ack) {
+      parts.push(el('p', { 'class': 'ack' }, ['Acknowledged by ' + inc.ack.by + ' ' + age(inc.ack.at) + ' ago' +
+        (inc.ack.takenOverFrom ? ' (taken over from ' + inc.ack.takenOverFrom + ')' : '')]));
+    }
+    if (inc.silencedBy) {
+      parts.push(el('p', { 'class': 'silenced' }, ['Silenced by silence ' + inc.silencedBy +
+        (inc.unannounced ? ': not announced yet; it will be if still open when the silence ends' : ': no updates are announced') +
+        ', and no automatic remedy while it lasts.']));
+    }
+    if (inc.state !== 'resolved') {
+      if (inc.acknowledge && inc.acknowledge.allowed) {
+        parts.push(button('ack-button', inc.ack ? 'Take over' : 'Acknowledge', function () { acknowledge(inc.id); }, s.busy));
+      }
+      if (inc.silence && inc.silence.allowed && !s.form) {
+        parts.push(button('silence-button', 'Silence…', function () {
+          oncall[inc.id] = { form: { rule: inc.rule, namespace: inc.object.namespace || '', app: owner(inc), name: inc.object.name, duration: '2h', comment: '' } };
+          rerender();
+        }, s.busy));
+      }
+      if (s.form) parts.push(silenceForm(inc.id, s));
+    }
+    if (s.error) parts.push(el('p', { 'class': 'fix-error' }, [s.error]));
+    return parts.length ? el('div', { 'class': 'oncall' }, parts) : null;
+  }
+
+  // silenceForm is the Silence… form: exact matchers prefilled from the incident (clear one to leave it out), a
+  // duration and a comment.
+  function silenceForm(id, s) {
+    var f = s.form;
+    function input(key, label, attrs) {
+      var i = el('input', Object.assign({ 'class': 'silence-' + key, 'aria-label': label, value: f[key] }, attrs || {}));
+      i.addEventListener('input', function () { f[key] = i.value; });
+      return el('label', {}, [label + ' ', i]);
+    }
+    var comment = el('textarea', { 'class': 'silence-comment', 'aria-label': 'comment', placeholder: 'why (required)' }, [f.comment]);
+    comment.addEventListener('input', function () { f.comment = comment.value; });
+    return el('div', { 'class': 'silence-form' }, [
+      el('p', { 'class': 'meta' }, ['Silence the incidents that match every filled field exactly:']),
+      input('rule', 'rule'), input('namespace', 'namespace'), input('app', 'app'), input('name', 'name'),
+      input('duration', 'for', { placeholder: '2h' }), el('label', {}, ['comment ', comment]),
+      button('silence-create', 'Silence', function () { createSilence(id, f); }, s.busy),
+      button('silence-cancel', 'Cancel', function () { oncall[id] = {}; rerender(); }, s.busy)
+    ]);
+  }
+
+  // send posts (or deletes) JSON and records a refusal's message on the incident's on-call state.
+  function send(method, url, body, id) {
+    if (id) { oncall[id] = Object.assign({}, oncall[id], { busy: true, error: '' }); rerender(); }
+    return fetch(url, { method: method, cache: 'no-store', headers: authHeaders(), body: body === undefined ? undefined : JSON.stringify(body) })
+      .then(function (res) { return res.json().then(function (b) { return { status: res.status, body: b }; }); })
+      .then(function (r) {
+        if (r.status >= 300) throw new Error('Refused (' + r.status + '): ' + (r.body.error || 'unknown error'));
+        return r.body;
+      });
+  }
+
+  function acknowledge(id) {
+    send('POST', api + '/' + encodeURIComponent(id) + '/ack', {}, id)
+      .then(function () { oncall[id] = {}; }, function (err) { oncall[id] = { error: err.message }; })
+      .then(function () { rerender(); refresh(); });
+  }
+
+  function createSilence(id, f) {
+    var matchers = ['rule', 'namespace', 'app', 'name'].filter(function (k) { return f[k]; })
+      .map(function (k) { return { name: k, value: f[k] }; });
+    send('POST', silencesApi, { matchers: matchers, duration: f.duration, comment: f.comment }, id)
+      .then(function () { oncall[id] = {}; }, function (err) { oncall[id] = Object.assign({}, oncall[id], { busy: false, error: err.message }); })
+      .then(function () { rerender(); refresh(); });
+  }
+
+  function expireSilence(sid) {
+    send('DELETE', silencesApi + '/' + encodeURIComponent(sid))
+      .catch(function (err) { setStatus(err.message); })
+      .then(function () { refresh(); });
+  }
+
+  // listSilences reads the silences (when serve keeps them and the token may read them).
+  function listSilences() {
+    return fetch(silencesApi, { headers: authHeaders(), cache: 'no-store' })
+      .then(function (res) { return res.ok ? res.json() : { items: [] }; })
+      .then(function (l) { silences = l.items || []; renderSilences(); }, function () {});
+  }
+
+  // renderSilences lists the active and pending silences, each with Expire.
+  function renderSilences() {
+    var box = document.getElementById('silences');
+    box.textContent = '';
+    var live = silences.filter(function (s) { return s.state !== 'expired'; });
+    if (!live.length) return;
+    box.appendChild(el('h2', {}, ['Silences']));
+    box.appendChild(el('table', { 'class': 'silences' }, live.map(function (s) {
+      return el('tr', { id: 'silence-' + s.id }, [
+        el('td', {}, [s.state]),
+        el('td', {}, [s.matchers.map(function (m) { return m.name + (m.isRegex ? '=~' : '=') + '"' + m.value + '"'; }).join(', ')]),
+        el('td', {}, [(s.state === 'pending' ? 'starts ' + new Date(s.startsAt).toLocaleString() + ', ' : '') +
+          'ends ' + new Date(s.endsAt).toLocaleString()]),
+        el('td', {}, [s.createdBy + ': ' + s.comment]),
+        el('td', {}, [button('silence-expire', 'Expire', function () { expireSilence(s.id); })])
+      ]);
+    })));
+  }
 
   // fixedAndGone returns the incidents fixed from this page that have left the list (a fix resolves its incident,
   // and an open-only list drops it): they stay shown, resolved, with the fix's outcome, until the page is reloaded.
@@ -203,6 +328,7 @@
   function show(list, how) {
     document.getElementById('login').hidden = true;
     render(list);
+    listSilences();
     setStatus(list.items.length + ' shown · ' + how + ' · updated ' + new Date().toLocaleTimeString());
   }
 

@@ -14,9 +14,11 @@ import (
 	"github.com/slack-go/slack/slacktest"
 )
 
-// Message is one chat.postMessage or chat.update the server accepted.
+// Message is one chat.postMessage, chat.update, chat.postEphemeral, views.open or views.update the server
+// accepted; View is the view of the views calls (JSON), User the user of an ephemeral message.
 type Message struct {
 	Method, Channel, TS, ThreadTS, Text, Blocks string
+	View, ViewID, TriggerID, User               string
 }
 
 // Server is a running recording Slack test server; give a notifier its URL() as the Slack API URL.
@@ -28,6 +30,7 @@ type Server struct {
 	failWith func(w http.ResponseWriter)   // nil: Slack is up
 	script   []func(w http.ResponseWriter) // answered first, in order, before failWith or success
 	refused  int                           // calls answered with an error
+	socketState
 }
 
 // New starts a server that stops when the test ends.
@@ -37,6 +40,12 @@ func New(t testing.TB) *Server {
 	s.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", s.handle("chat.postMessage"))
 		c.Handle("/chat.update", s.handle("chat.update"))
+		c.Handle("/chat.postEphemeral", s.handle("chat.postEphemeral"))
+		c.Handle("/views.open", s.handleView("views.open"))
+		c.Handle("/views.update", s.handleView("views.update"))
+		c.Handle("/usergroups.list", s.userGroups)
+		c.Handle("/apps.connections.open", s.connectionsOpen)
+		c.Handle(socketPath, s.socket)
 	})
 	s.Start()
 	t.Cleanup(s.Stop)
@@ -64,7 +73,7 @@ func (s *Server) handle(method string) http.HandlerFunc {
 			return
 		}
 		m := Message{Method: method, Channel: r.Form.Get("channel"), TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
-			Blocks: r.Form.Get("blocks")}
+			Blocks: r.Form.Get("blocks"), User: r.Form.Get("user")}
 		if method == "chat.postMessage" {
 			s.seq++
 			m.TS = fmt.Sprintf("1710072000.%06d", s.seq)

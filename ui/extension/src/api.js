@@ -46,3 +46,12 @@ export function requestFix(app, id, confirm) {
     body: JSON.stringify(confirm ? { confirm } : {}),
   }).then((res) => res.json().then((body) => ({ status: res.status, body }), () => ({ status: res.status, body: { error: 'HTTP ' + res.status } })));
 }
+
+// requestAck acknowledges (takes) an incident as the Argo CD user. It resolves to {status, body}: 200 with the
+// incident, or {error}.
+export function requestAck(app, id) {
+  const headers = Object.assign({ 'Content-Type': 'application/json' }, appHeaders(app));
+  return fetch(api + '/' + encodeURIComponent(id) + '/ack', {
+    method: 'POST', headers, credentials: 'same-origin', cache: 'no-store', body: '{}',
+  }).then((res) => res.json().then((body) => ({ status: res.status, body }), () => ({ status: res.status, body: { error: 'HTTP ' + res.status } })));
+}

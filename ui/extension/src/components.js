@@ -1,5 +1,5 @@
 // The extension's views, drawn with the host's React (no JSX, no other dependency).
-import { age, requestFix } from './api.js';
+import { age, requestAck, requestFix } from './api.js';
 
 const React = window.React;
 const h = React.createElement;
@@ -56,12 +56,41 @@ function FixBox(props) {
     s.error ? h('div', { className: 'syncmedic-fix-error', style: { color: '#e96d76', marginTop: 6 } }, s.error) : null);
 }
 
+// OnCall shows who acknowledged the incident and the silence that mutes it, with Acknowledge (or Take over) where
+// the policy lets the user.
+function OnCall(props) {
+  const inc = props.incident;
+  const [s, setS] = React.useState({});
+  const parts = [];
+  if (inc.ack) {
+    parts.push(h('div', { key: 'a', className: 'syncmedic-ack', style: { color: '#18be94' } }, 'Acknowledged by ' + inc.ack.by + ' ' + age(inc.ack.at) + ' ago' +
+      (inc.ack.takenOverFrom ? ' (taken over from ' + inc.ack.takenOverFrom + ')' : '')));
+  }
+  if (inc.silencedBy) {
+    parts.push(h('div', { key: 's', className: 'syncmedic-silenced', style: { color: '#8a5a00', background: '#fff6dc', padding: '4px 8px', borderRadius: 4, margin: '4px 0' } },
+      'Silenced by silence ' + inc.silencedBy + (inc.unannounced ? ': not announced yet' : '') + '; no automatic remedy while it lasts.'));
+  }
+  if (inc.state !== 'resolved' && inc.acknowledge && inc.acknowledge.allowed) {
+    const ack = () => {
+      setS({ busy: true });
+      requestAck(props.application, inc.id)
+        .then((r) => setS(r.status === 200 ? {} : { error: 'Refused (' + r.status + '): ' + (r.body.error || 'unknown error') }))
+        .catch((err) => setS({ error: 'The acknowledgement failed: ' + err.message }))
+        .then(() => props.onChange && props.onChange());
+    };
+    parts.push(h('button', { key: 'b', className: 'syncmedic-ack-button', style: button, disabled: !!s.busy, onClick: ack }, inc.ack ? 'Take over' : 'Acknowledge'));
+  }
+  if (s.error) parts.push(h('div', { key: 'e', className: 'syncmedic-ack-error', style: { color: '#e96d76', marginTop: 6 } }, s.error));
+  return parts.length ? h('div', { style: { margin: '6px 0' } }, parts) : null;
+}
+
 function Incident(props) {
   const inc = props.incident;
   return h('div', { className: 'syncmedic-incident', style: { border: '1px solid #dee6eb', borderLeft: '4px solid ' + (colors[inc.state] || '#6d7f8b'), borderRadius: 4, padding: '10px 14px', marginBottom: 12, background: '#fff' } },
     h('div', { style: { fontSize: 15, fontWeight: 500 } }, h(Badge, { state: inc.state }), inc.title),
     h('div', { style: { color: '#6d7f8b', margin: '2px 0 6px' } }, inc.rule + ' · ' + objectName(inc.object) + ' · open ' + age(inc.openedAt)),
     h('div', null, inc.summary),
+    h(OnCall, { incident: inc, application: props.application, onChange: props.onChange }),
     h('div', { style: section }, 'Evidence'),
     h('table', null, h('tbody', null, inc.evidence.map((e, i) => h('tr', { key: i },
       h('th', { style: Object.assign({}, th, mono) }, e.field),

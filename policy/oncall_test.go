@@ -1,0 +1,49 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/syncmedic/syncmedic"
+)
+
+func TestSilenceByAndAckByEntriesAreValidated(t *testing.T) {
+	_, err := LoadPolicy([]byte(`silenceBy: ["alice"]` + "\n" + `ackBy: ["group:["]`))
+	require.ErrorContains(t, err, `silenceBy[0]: "alice", want "*"`)
+	require.ErrorContains(t, err, `ackBy[0]: "group:[" is not a valid pattern`)
+	_, err = LoadPolicy([]byte(`silenceBy: ["group:sre-*", "token"]`))
+	require.NoError(t, err)
+}
+
+func TestWhoMayAcknowledgeAndSilence(t *testing.T) {
+	const rule = syncmedic.RuleHookFinalizerStuck
+	alice := Caller{User: "alice", Groups: []string{"sre"}, Via: "argocd-extension"}
+	bob := Caller{User: "bob", Groups: []string{"oncall"}, Via: "argocd-extension"}
+	carol := Caller{User: "carol", Groups: []string{"dev"}, Via: "argocd-extension"}
+	token := Caller{Via: "api-token"}
+	tests := []struct {
+		name    string
+		policy  string
+		caller  Caller
+		ack     bool
+		silence bool
+	}{
+		{"by default nobody may do either", "", token, false, false},
+		{"without ackBy, the rule's fixBy may acknowledge", "rules: {argocd/hook-finalizer-stuck: {fixBy: [\"group:sre\"]}}", alice, true, false},
+		{"without ackBy, silenceBy may acknowledge and silence", "silenceBy: [\"group:oncall\"]", bob, true, true},
+		{"without ackBy, someone in neither may not", "silenceBy: [\"group:oncall\"]\nrules: {argocd/hook-finalizer-stuck: {fixBy: [\"group:sre\"]}}", carol, false, false},
+		{"ackBy, when set, decides alone", "ackBy: [\"user:carol\"]\nsilenceBy: [\"group:oncall\"]", bob, false, true},
+		{"ackBy lets its entries in", "ackBy: [\"user:carol\"]", carol, true, false},
+		{"an empty ackBy lets nobody", "ackBy: []\nsilenceBy: [\"token\"]", token, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := LoadPolicy([]byte(tt.policy))
+			require.NoError(t, err)
+			_, ack := p.MayAcknowledge(rule, tt.caller)
+			_, sil := p.MaySilence(tt.caller)
+			require.Equal(t, tt.ack, ack, "acknowledge")
+			require.Equal(t, tt.silence, sil, "silence")
+		})
+	}
+}
