@@ -68,10 +68,46 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 			f.Remedy.Description = "Check first whether the workflow produced artifacts (`argo get " + wf.GetName() + " -n " + wf.GetNamespace() +
 				"` reads the offloaded node status); if none, set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer. With artifacts, forcing it leaks them: fix the garbage collection instead."
 		}
+		if unknown == "" && !gcPodsRecouped(wf) {
+			noEffect(&f, wf, ref.App)
+		}
 		f.Advisories = []string{"Argo Workflows keeps this finalizer on failed workflows without artifacts before v3.5.11 and v3.6.0 (argo-workflows #13499, fixed by #13500); spec.artifactGC.forceFinalizerRemoval exists since v3.5.0 (#10810). A variant with forceFinalizerRemoval set is #16599."}
 		out = append(out, f)
 	}
 	return out
+}
+
+// noEffect turns f's forced removal into a proposal when the workflow controller would ignore it: it honours
+// spec.artifactGC.forceFinalizerRemoval only once every garbage-collection Pod it created has ended, and it counts a
+// workflow for which it created none as not done (status.artifactGCStatus.podsRecouped empty;
+// ArtGCStatus.AllArtifactGCPodsRecouped in v3.5.10 and v3.6.2). A failed workflow with nothing to collect gets no
+// such Pod, so the patch changes nothing (proven on v3.5.10 by internal/conformance/workflows): the finding proposes
+// removing the finalizer by hand instead.
+func noEffect(f *syncmedic.Finding, wf *unstructured.Unstructured, app string) {
+	f.Remedy.AutoSafe = false
+	f.Remedy.Description = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, and it created none (nothing to collect). " +
+		"Upgrade Argo Workflows to v3.5.11+ or v3.6.0+, whose controller removes the finalizer itself, or remove the finalizer by hand (it guards no artifact)."
+	i := 0
+	for j, fin := range wf.GetFinalizers() {
+		if fin == ArtifactGCFinalizer {
+			i = j
+		}
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":"%s"},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, ArtifactGCFinalizer, i)
+	f.Remedy.Commands = nil
+	if app != "" {
+		f.Remedy.Commands = append(f.Remedy.Commands, fmt.Sprintf("argocd app patch-resource %s --kind Workflow --group argoproj.io --resource-name %s --namespace %s --patch-type application/json-patch+json --patch '%s'",
+			app, wf.GetName(), wf.GetNamespace(), patch))
+	}
+	f.Remedy.Commands = append(f.Remedy.Commands, fmt.Sprintf("kubectl -n %s patch workflow.argoproj.io %s --type json -p '%s'", wf.GetNamespace(), wf.GetName(), patch))
+	f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.artifactGCStatus.podsRecouped", Value: "none: no garbage-collection Pod, so forceFinalizerRemoval is ignored"})
+}
+
+// gcPodsRecouped reports whether the workflow controller has recorded at least one garbage-collection Pod of the
+// workflow (status.artifactGCStatus.podsRecouped), the condition under which it acts on forceFinalizerRemoval.
+func gcPodsRecouped(wf *unstructured.Unstructured) bool {
+	pods, _, _ := unstructured.NestedMap(wf.Object, "status", "artifactGCStatus", "podsRecouped")
+	return len(pods) > 0
 }
 
 // ForceFinalizerRemovalPatch is the merge patch that tells Argo Workflows to drop the artifact-gc finalizer.

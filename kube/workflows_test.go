@@ -44,12 +44,20 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 		want     []syncmedic.RuleID
 		autoSafe bool
 		evidence string // the "output artifacts" evidence of the artifact-gc finding
+		ignored  bool   // the controller would ignore forceFinalizerRemoval: removal by hand proposed
 	}{
 		{name: "compressed node status without artifacts is decoded: nothing to collect, the removal is automatic",
 			set: func(t *testing.T, s map[string]interface{}) {
 				s["compressedNodes"] = compressNodes(t, `{"build-arm64-x7k2p":{"phase":"Failed"}}`)
+				s["artifactGCStatus"] = map[string]interface{}{"podsRecouped": map[string]interface{}{"build-arm64-x7k2p-artgc-wfdel-2166136261": true}}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: true, evidence: "0"},
+		{name: "no garbage-collection Pod recorded: the controller would ignore forceFinalizerRemoval, removal by hand proposed",
+			set: func(t *testing.T, s map[string]interface{}) {
+				s["nodes"] = map[string]interface{}{"build-arm64-x7k2p": map[string]interface{}{"phase": "Failed"}}
+				s["artifactGCStatus"] = map[string]interface{}{"strategiesProcessed": map[string]interface{}{"OnWorkflowDeletion": true}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: false, evidence: "0", ignored: true},
 		{name: "compressed node status with an artifact is decoded: left to the garbage collection",
 			set:  func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = compressNodes(t, artifact) },
 			want: []syncmedic.RuleID{syncmedic.RuleStuckTerminating}},
@@ -90,6 +98,16 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 			}
 			if tt.autoSafe {
 				require.Equal(t, tt.evidence, count)
+				return
+			}
+			if tt.ignored {
+				require.Equal(t, tt.evidence, count)
+				require.Contains(t, f.Remedy.Description, "has no effect here")
+				patch := `'[{"op":"test","path":"/metadata/finalizers/0","value":"workflows.argoproj.io/artifact-gc"},{"op":"remove","path":"/metadata/finalizers/0"}]'`
+				require.Equal(t, []string{
+					"argocd app patch-resource ci-pipelines --kind Workflow --group argoproj.io --resource-name build-arm64-x7k2p --namespace ci --patch-type application/json-patch+json --patch " + patch,
+					"kubectl -n ci patch workflow.argoproj.io build-arm64-x7k2p --type json -p " + patch,
+				}, f.Remedy.Commands)
 				return
 			}
 			require.Contains(t, count, tt.evidence)
