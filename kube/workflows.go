@@ -20,10 +20,12 @@ import (
 const ArtifactGCFinalizer = "workflows.argoproj.io/artifact-gc"
 
 // ArtifactGCFinalizerStuck reports a Failed or Error Workflow being deleted longer than the threshold, held by the
-// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). The forced removal is
-// automatic only when the workflow's node status is really there to count (status.nodes, or status.compressedNodes
-// decoded): when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
-// decoded, the finding says so and the removal, which would skip a real garbage collection, is only proposed.
+// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). It counts them in the
+// node status wherever the controller keeps it (status.nodes, or status.compressedNodes decoded) and in
+// status.outputs; when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
+// decoded, the finding says so. Its remedy is only ever proposed: the controller ignores forceFinalizerRemoval on a
+// workflow for which it created no garbage-collection Pod (noEffect), and forcing it where the artifacts cannot be
+// counted would skip a real garbage collection.
 func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, wf := range inv.Workflows {
@@ -77,14 +79,14 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 	return out
 }
 
-// noEffect turns f's forced removal into a proposal when the workflow controller would ignore it: it honours
+// noEffect replaces f's forced removal with the removal of the finalizer by hand when the workflow controller would
+// ignore the field: it honours
 // spec.artifactGC.forceFinalizerRemoval only once every garbage-collection Pod it created has ended, and it counts a
 // workflow for which it created none as not done (status.artifactGCStatus.podsRecouped empty;
 // ArtGCStatus.AllArtifactGCPodsRecouped in v3.5.10 and v3.6.2). A failed workflow with nothing to collect gets no
 // such Pod, so the patch changes nothing (proven on v3.5.10 by internal/conformance/workflows): the finding proposes
 // removing the finalizer by hand instead.
 func noEffect(f *syncmedic.Finding, wf *unstructured.Unstructured, app string) {
-	f.Remedy.AutoSafe = false
 	f.Remedy.Description = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, and it created none (nothing to collect). " +
 		"Upgrade Argo Workflows to v3.5.11+ or v3.6.0+, whose controller removes the finalizer itself, or remove the finalizer by hand (it guards no artifact)."
 	i := 0
@@ -113,11 +115,14 @@ func gcPodsRecouped(wf *unstructured.Unstructured) bool {
 // ForceFinalizerRemovalPatch is the merge patch that tells Argo Workflows to drop the artifact-gc finalizer.
 const ForceFinalizerRemovalPatch = `{"spec":{"artifactGC":{"forceFinalizerRemoval":true}}}`
 
+// forceRemovalRemedy proposes spec.artifactGC.forceFinalizerRemoval. It is never applied unattended: the
+// controllers that keep the finalizer of a workflow with nothing to collect (before v3.5.11) act on the field only
+// once a garbage-collection Pod they created has ended, and such a workflow has none (noEffect); where one exists,
+// a workflow whose artifacts syncmedic counts as none is not the known bug, and a person should look first.
 func forceRemovalRemedy(wf *unstructured.Unstructured, app string) syncmedic.Remedy {
 	r := syncmedic.Remedy{
 		Action:      syncmedic.ActionForceFinalizerRemoval,
-		AutoSafe:    true,
-		Description: "Set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer; nothing is left to collect.",
+		Description: "Set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer once its garbage-collection Pods have ended; nothing is left to collect.",
 		Params: map[string]string{"group": "argoproj.io", "version": "v1alpha1", "kind": "Workflow",
 			"namespace": wf.GetNamespace(), "name": wf.GetName(), "patch": ForceFinalizerRemovalPatch, "patchType": "application/merge-patch+json"},
 	}
