@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,42 @@ func TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts(t *testing.T) {
 	require.Empty(t, d.remediations(), "serve applied nothing")
 	row.Controller += "; the finalizer removed by hand as the finding proposes: Workflow gone"
 	row.Syncmedic = ruleArtifactGC + " (0 output artifacts counted in status.nodes, no garbage-collection Pod recorded), on auto: the removal by hand proposed, forceFinalizerRemoval not written (the controller ignores it); nothing else reported"
+}
+
+// TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifactsOnV362: the near miss of the test above on a fixed
+// controller (#13500): v3.6.2 removes the artifact-gc finalizer of a failed Workflow with nothing to collect as soon as
+// the Workflow completes, so its deletion goes through and serve, evaluating the cluster meanwhile, reports nothing.
+func TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifactsOnV362(t *testing.T) {
+	row := conformance.Row{Version: wfreal.V362, Scenario: "failed Workflow without artifacts, node status in status.nodes, deleted (#13499)"}
+	defer record(t, &row)
+	env := testenv.KubeWithControllers(t)
+	ns := env.Namespace(t)
+	ctl := wfreal.Start(t, env, ns, wfreal.Options{Version: wfreal.V362})
+	env.Kubelet(t, ns, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
+		return corev1.PodFailed, !wfreal.IsArtifactGCPod(pod)
+	})
+	d := startServe(t, env, autoPolicy)
+	name := "build"
+	createWorkflow(t, env, ns, fmt.Sprintf(failingBuild, name))
+	require.Eventually(t, func() bool { return ctl.Passes(name) > 0 }, 2*time.Minute, 200*time.Millisecond)
+	wf := waitWorkflow(t, env, ns, name, 2*time.Minute, "Failed, its finalizer removed by the controller", func(wf *unstructured.Unstructured) bool {
+		p, _, _ := unstructured.NestedString(wf.Object, "status", "phase")
+		return p == "Failed" && !hasFinalizer(wf)
+	})
+	logs, err := os.ReadFile(ctl.Process.LogPath)
+	require.NoError(t, err)
+	require.Contains(t, string(logs), `msg="adding artifact GC finalizer" namespace=`+ns+` workflow=`+name, "the controller added the finalizer")
+	require.Contains(t, string(logs), `msg="no remaining artifacts to GC, removing artifact GC finalizer (forceFinalizerRemoval=false)" namespace=`+ns+` workflow=`+name)
+	row.Controller = describe(wf) + " (the controller added the artifact-gc finalizer and removed it once the Workflow completed)"
+	before := d.evaluations()
+	deleteWorkflow(t, env, ns, name)
+	waitWorkflow(t, env, ns, name, time.Minute, "gone", gone)
+	row.Controller += "; deleted: gone at once"
+	require.Eventually(t, func() bool { return d.evaluations() > before }, 30*time.Second, 100*time.Millisecond,
+		"serve evaluated the cluster after the deletion")
+	require.Empty(t, d.roots(), "nothing reported")
+	require.Empty(t, d.remediations(), "nothing applied")
+	row.Syncmedic = "no finding, nothing applied (serve evaluated the cluster through the deletion)"
 }
 
 // gcKubelet plays the kubelet for the compressed-node-status test: steps named publish fail, the package step waits
