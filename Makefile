@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-alertmanager tools-helm tools-ui compat compat-check fuzz
+.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -15,9 +15,10 @@ build:
 
 # Everything the end-to-end tests need: kube-apiserver, kube-controller-manager, etcd, controller-gen, generated CRDs,
 # redis-server, git, and the real node's kubelet, kube-scheduler, containerd, runc, CNI plugins, busybox (hack/tools.sh); Flux's notification-, source- and helm-controllers (hack/flux-tools.sh); Argo CD's
-# multi-call binary per tested version (hack/argocd-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
+# multi-call binary per tested version (hack/argocd-tools.sh); Argo Workflows' workflow-controller per tested version
+# (hack/workflows-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
 # the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh).
-tools: tools-kube tools-flux tools-argocd tools-alertmanager tools-helm tools-ui
+tools: tools-kube tools-flux tools-argocd tools-workflows tools-alertmanager tools-helm tools-ui
 
 tools-kube:
 	./hack/tools.sh
@@ -27,6 +28,9 @@ tools-flux:
 
 tools-argocd:
 	./hack/argocd-tools.sh
+
+tools-workflows:
+	./hack/workflows-tools.sh
 
 tools-alertmanager:
 	./hack/alertmanager-tools.sh

@@ -142,7 +142,7 @@ var catalog = map[RuleID]Rule{
 		Severity: SeverityWarning, Threshold: 2 * time.Minute,
 	},
 	RuleArtifactGCFinalizerStuck: {
-		ID: RuleArtifactGCFinalizerStuck, Automatic: AutoSafe, Title: "Argo Workflow held by the artifact-gc finalizer",
+		ID: RuleArtifactGCFinalizerStuck, Automatic: AutoNever, Title: "Argo Workflow held by the artifact-gc finalizer",
 		Meaning:  "A failed Workflow being deleted keeps workflows.argoproj.io/artifact-gc although it has no output artifacts to collect (argo-workflows #13499).",
 		Severity: SeverityWarning, Threshold: 2 * time.Minute,
 		Actions: []ActionID{ActionForceFinalizerRemoval},

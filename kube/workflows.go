@@ -20,10 +20,12 @@ import (
 const ArtifactGCFinalizer = "workflows.argoproj.io/artifact-gc"
 
 // ArtifactGCFinalizerStuck reports a Failed or Error Workflow being deleted longer than the threshold, held by the
-// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). The forced removal is
-// automatic only when the workflow's node status is really there to count (status.nodes, or status.compressedNodes
-// decoded): when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
-// decoded, the finding says so and the removal, which would skip a real garbage collection, is only proposed.
+// artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). It counts them in the
+// node status wherever the controller keeps it (status.nodes, or status.compressedNodes decoded) and in
+// status.outputs; when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
+// decoded, the finding says so. Its remedy is only ever proposed: the controller ignores forceFinalizerRemoval on a
+// workflow for which it created no garbage-collection Pod (noEffect), and forcing it where the artifacts cannot be
+// counted would skip a real garbage collection.
 func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, wf := range inv.Workflows {
@@ -68,20 +70,59 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 			f.Remedy.Description = "Check first whether the workflow produced artifacts (`argo get " + wf.GetName() + " -n " + wf.GetNamespace() +
 				"` reads the offloaded node status); if none, set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer. With artifacts, forcing it leaks them: fix the garbage collection instead."
 		}
+		if unknown == "" && !gcPodsRecouped(wf) {
+			noEffect(&f, wf, ref.App)
+		}
 		f.Advisories = []string{"Argo Workflows keeps this finalizer on failed workflows without artifacts before v3.5.11 and v3.6.0 (argo-workflows #13499, fixed by #13500); spec.artifactGC.forceFinalizerRemoval exists since v3.5.0 (#10810). A variant with forceFinalizerRemoval set is #16599."}
 		out = append(out, f)
 	}
 	return out
 }
 
+// noEffect replaces f's forced removal with the removal of the finalizer by hand when the workflow controller would
+// ignore the field: it honours
+// spec.artifactGC.forceFinalizerRemoval only once every garbage-collection Pod it created has ended, and it counts a
+// workflow for which it created none as not done (status.artifactGCStatus.podsRecouped empty;
+// ArtGCStatus.AllArtifactGCPodsRecouped in v3.5.10 and v3.6.2). A failed workflow with nothing to collect gets no
+// such Pod, so the patch changes nothing (proven on v3.5.10 by internal/conformance/workflows): the finding proposes
+// removing the finalizer by hand instead.
+func noEffect(f *syncmedic.Finding, wf *unstructured.Unstructured, app string) {
+	f.Remedy.Description = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, and it created none (nothing to collect). " +
+		"Upgrade Argo Workflows to v3.5.11+ or v3.6.0+, whose controller removes the finalizer itself, or remove the finalizer by hand (it guards no artifact)."
+	i := 0
+	for j, fin := range wf.GetFinalizers() {
+		if fin == ArtifactGCFinalizer {
+			i = j
+		}
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":"%s"},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, ArtifactGCFinalizer, i)
+	f.Remedy.Commands = nil
+	if app != "" {
+		f.Remedy.Commands = append(f.Remedy.Commands, fmt.Sprintf("argocd app patch-resource %s --kind Workflow --group argoproj.io --resource-name %s --namespace %s --patch-type application/json-patch+json --patch '%s'",
+			app, wf.GetName(), wf.GetNamespace(), patch))
+	}
+	f.Remedy.Commands = append(f.Remedy.Commands, fmt.Sprintf("kubectl -n %s patch workflow.argoproj.io %s --type json -p '%s'", wf.GetNamespace(), wf.GetName(), patch))
+	f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.artifactGCStatus.podsRecouped", Value: "none: no garbage-collection Pod, so forceFinalizerRemoval is ignored"})
+}
+
+// gcPodsRecouped reports whether the workflow controller has recorded at least one garbage-collection Pod of the
+// workflow (status.artifactGCStatus.podsRecouped), the condition under which it acts on forceFinalizerRemoval.
+func gcPodsRecouped(wf *unstructured.Unstructured) bool {
+	pods, _, _ := unstructured.NestedMap(wf.Object, "status", "artifactGCStatus", "podsRecouped")
+	return len(pods) > 0
+}
+
 // ForceFinalizerRemovalPatch is the merge patch that tells Argo Workflows to drop the artifact-gc finalizer.
 const ForceFinalizerRemovalPatch = `{"spec":{"artifactGC":{"forceFinalizerRemoval":true}}}`
 
+// forceRemovalRemedy proposes spec.artifactGC.forceFinalizerRemoval. It is never applied unattended: the
+// controllers that keep the finalizer of a workflow with nothing to collect (before v3.5.11) act on the field only
+// once a garbage-collection Pod they created has ended, and such a workflow has none (noEffect); where one exists,
+// a workflow whose artifacts syncmedic counts as none is not the known bug, and a person should look first.
 func forceRemovalRemedy(wf *unstructured.Unstructured, app string) syncmedic.Remedy {
 	r := syncmedic.Remedy{
 		Action:      syncmedic.ActionForceFinalizerRemoval,
-		AutoSafe:    true,
-		Description: "Set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer; nothing is left to collect.",
+		Description: "Set spec.artifactGC.forceFinalizerRemoval: true so the workflow controller removes its own finalizer once its garbage-collection Pods have ended; nothing is left to collect.",
 		Params: map[string]string{"group": "argoproj.io", "version": "v1alpha1", "kind": "Workflow",
 			"namespace": wf.GetNamespace(), "name": wf.GetName(), "patch": ForceFinalizerRemovalPatch, "patchType": "application/merge-patch+json"},
 	}

@@ -27,7 +27,8 @@ func compressNodes(t *testing.T, nodesJSON string) string {
 // TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem: the workflow controller compresses node status
 // (status.compressedNodes) or offloads it to its database (status.offloadNodeStatusVersion) when it grows, leaving
 // status.nodes empty, and keeps the workflow's own outputs in status.outputs. The forced removal skips the garbage
-// collection, so it is automatic only when the artifacts could really be counted and there are none.
+// collection, and the controller ignores it without a garbage-collection Pod: it is only ever proposed, and where
+// the controller would ignore it the removal of the finalizer by hand is proposed instead.
 func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 	withStatus := func(t *testing.T, set func(status map[string]interface{})) Inventory {
 		wf := obj(t, failedWorkflow)
@@ -42,14 +43,22 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 		name     string
 		set      func(t *testing.T, status map[string]interface{})
 		want     []syncmedic.RuleID
-		autoSafe bool
 		evidence string // the "output artifacts" evidence of the artifact-gc finding
+		ignored  bool   // the controller would ignore forceFinalizerRemoval: removal by hand proposed
+		counted  bool   // the artifacts were counted (none), and forceFinalizerRemoval is proposed
 	}{
-		{name: "compressed node status without artifacts is decoded: nothing to collect, the removal is automatic",
+		{name: "compressed node status without artifacts is decoded: nothing to collect, forceFinalizerRemoval proposed (a garbage-collection Pod is recorded)",
 			set: func(t *testing.T, s map[string]interface{}) {
 				s["compressedNodes"] = compressNodes(t, `{"build-arm64-x7k2p":{"phase":"Failed"}}`)
+				s["artifactGCStatus"] = map[string]interface{}{"podsRecouped": map[string]interface{}{"build-arm64-x7k2p-artgc-wfdel-2166136261": true}}
 			},
-			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: true, evidence: "0"},
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, evidence: "0", counted: true},
+		{name: "no garbage-collection Pod recorded: the controller would ignore forceFinalizerRemoval, removal by hand proposed",
+			set: func(t *testing.T, s map[string]interface{}) {
+				s["nodes"] = map[string]interface{}{"build-arm64-x7k2p": map[string]interface{}{"phase": "Failed"}}
+				s["artifactGCStatus"] = map[string]interface{}{"strategiesProcessed": map[string]interface{}{"OnWorkflowDeletion": true}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, evidence: "0", ignored: true},
 		{name: "compressed node status with an artifact is decoded: left to the garbage collection",
 			set:  func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = compressNodes(t, artifact) },
 			want: []syncmedic.RuleID{syncmedic.RuleStuckTerminating}},
@@ -59,12 +68,12 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleStuckTerminating}},
 		{name: "offloaded node status cannot be counted: reported, the removal only proposed",
-			set:  func(t *testing.T, s map[string]interface{}) { s["offloadNodeStatusVersion"] = "fnv:3486923718" },
-			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: false,
+			set:      func(t *testing.T, s map[string]interface{}) { s["offloadNodeStatusVersion"] = "fnv:3486923718" },
+			want:     []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck},
 			evidence: "unknown: its node status is offloaded to the workflow controller's database (status.offloadNodeStatusVersion fnv:3486923718)"},
 		{name: "compressed node status that does not decode cannot be counted: the removal only proposed",
-			set:  func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = "not base64 gzip" },
-			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, autoSafe: false,
+			set:      func(t *testing.T, s map[string]interface{}) { s["compressedNodes"] = "not base64 gzip" },
+			want:     []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck},
 			evidence: "unknown: status.compressedNodes cannot be decoded"},
 	}
 	for _, tt := range tests {
@@ -81,15 +90,26 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 			}
 			f := fs[0]
 			require.Equal(t, syncmedic.ActionForceFinalizerRemoval, f.Remedy.Action)
-			require.Equal(t, tt.autoSafe, f.Remedy.AutoSafe)
+			require.False(t, f.Remedy.AutoSafe, "never applied unattended")
 			var count string
 			for _, e := range f.Evidence {
 				if e.Field == "output artifacts" {
 					count = e.Value
 				}
 			}
-			if tt.autoSafe {
+			if tt.counted {
 				require.Equal(t, tt.evidence, count)
+				require.Contains(t, f.Remedy.Description, "Set spec.artifactGC.forceFinalizerRemoval")
+				return
+			}
+			if tt.ignored {
+				require.Equal(t, tt.evidence, count)
+				require.Contains(t, f.Remedy.Description, "has no effect here")
+				patch := `'[{"op":"test","path":"/metadata/finalizers/0","value":"workflows.argoproj.io/artifact-gc"},{"op":"remove","path":"/metadata/finalizers/0"}]'`
+				require.Equal(t, []string{
+					"argocd app patch-resource ci-pipelines --kind Workflow --group argoproj.io --resource-name build-arm64-x7k2p --namespace ci --patch-type application/json-patch+json --patch " + patch,
+					"kubectl -n ci patch workflow.argoproj.io build-arm64-x7k2p --type json -p " + patch,
+				}, f.Remedy.Commands)
 				return
 			}
 			require.Contains(t, count, tt.evidence)

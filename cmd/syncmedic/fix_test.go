@@ -64,8 +64,9 @@ func TestFixTakesEitherIDAndOnlyCallsAKnownFindingFixed(t *testing.T) {
 	env := testenv.Kube(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
-	// is built by make tools), so its status is written as the workflow-controller writes it.
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
+	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
+	// status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "ids-build")
 	live := []string{"--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s"}
 

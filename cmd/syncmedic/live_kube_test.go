@@ -21,8 +21,9 @@ func TestLiveClusterScan(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
 	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "live-migrate"})
-	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
-	// is built by make tools), so its status is written as the workflow-controller writes it.
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
+	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
+	// status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "live-build")
 	hook := testenv.ScenarioWebhookBackendGone(t, env)
 	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd
@@ -78,8 +79,9 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(context.Background(), hr))
-	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
-	// is built by make tools), so its status is written as the workflow-controller writes it.
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
+	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
+	// status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "fix-build")
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	fingerprint := func(t *testing.T, kind, name string) string {
@@ -139,8 +141,9 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 	}
 	// hand-written state: the same old status dated an hour back, past the threshold (no controller runs here).
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
-	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
-	// is built by make tools), so its status is written as the workflow-controller writes it.
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
+	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
+	// status is written as the workflow-controller writes it.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "rbac-build")
 
 	user := "reader-" + ns

@@ -48,9 +48,9 @@ func ScenarioWorkflowArtifactGCStuck(t testing.TB, env *Env, namespace, name str
 		t.Fatalf("testenv: creating Workflow: %v", err)
 	}
 	created.Object["status"] = failedWorkflowStatus(name, created.GetCreationTimestamp().Time)
-	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in the suite (none
-	// is built by make tools), so its status is written as the workflow-controller writes it; callers say why they need
-	// it.
+	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
+	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
+	// status is written as the workflow-controller writes it; callers say why they need it.
 	if _, err := writeStatus(ctx, wfs, created); err != nil {
 		t.Fatalf("testenv: writing Workflow status: %v", err)
 	}

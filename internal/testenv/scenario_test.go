@@ -32,8 +32,8 @@ func TestScenariosInTheApiserver(t *testing.T) {
 
 	t.Run("a failed Workflow with the artifact-gc finalizer stays terminating", func(t *testing.T) {
 		// hand-written state: the scenario builder's own test: a failed Workflow held by artifact-gc: no Argo Workflows
-		// controller runs in the suite (none is built by make tools), so its status is written as the
-		// workflow-controller writes it.
+		// controller runs in these tests (the real v3.5.10 produces it in internal/conformance/workflows
+		// TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its status is written as the workflow-controller writes it.
 		wf := ScenarioWorkflowArtifactGCStuck(t, env, env.Namespace(t), "build")
 		require.NotNil(t, wf.GetDeletionTimestamp())
 		require.Equal(t, []string{ArtifactGCFinalizer}, wf.GetFinalizers())
