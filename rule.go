@@ -20,6 +20,7 @@ const (
 	RuleHookNotDeleted           RuleID = "argocd/hook-not-deleted"
 	RuleWaitingForHealth         RuleID = "argocd/waiting-for-health"
 	RuleAutoSyncNotRetried       RuleID = "argocd/auto-sync-not-retried"
+	RuleOperationOrphaned        RuleID = "argocd/operation-orphaned"
 	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
 	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
 	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
@@ -125,6 +126,12 @@ var catalog = map[RuleID]Rule{
 		ID: RuleAutoSyncNotRetried, Automatic: AutoNone, Title: "Failed automated sync never retried",
 		Meaning:  "The last sync to the application's target revision failed, and Argo CD's automated sync will not try that revision again (\"Failed last sync attempt to\", argo-cd #18442, #23591): the application stays OutOfSync until a new commit or a manual sync.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+	},
+	RuleOperationOrphaned: {
+		ID: RuleOperationOrphaned, Automatic: AutoWithRerunHooks, Title: "Argo CD operation state Running with no operation",
+		Meaning:  "The application's status.operationState says Running (or Terminating) while its .operation is empty (argo-cd #17155, #18613, #23765): the controller no longer processes it, the UI shows Syncing forever and Terminate answers \"No operation is in progress\"; a new sync replaces it.",
+		Severity: SeverityWarning, Threshold: 10 * time.Minute,
+		Actions: []ActionID{ActionResyncOrphaned},
 	},
 	RuleWebhookBackendMissing: {
 		ID: RuleWebhookBackendMissing, Automatic: AutoNone, Title: "Admission webhook backend missing",

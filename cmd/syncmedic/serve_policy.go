@@ -110,6 +110,7 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 		syncmedic.RuleHookNotDeleted:           &th.ArgoCD.HookDeletion,
 		syncmedic.RuleWaitingForHealth:         &th.ArgoCD.WaitingForHealth,
 		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
+		syncmedic.RuleOperationOrphaned:        &th.ArgoCD.OperationOrphaned,
 		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
 		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
 		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,
