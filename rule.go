@@ -30,6 +30,7 @@ const (
 	RuleRetriesExhausted         RuleID = "flux/retries-exhausted"
 	RuleDeprecatedStoredVersion  RuleID = "flux/deprecated-stored-version"
 	RuleReleaseDeletionStuck     RuleID = "flux/helmrelease-deletion-stuck"
+	RuleReadyUnknownStuck        RuleID = "flux/helmrelease-ready-unknown"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -176,6 +177,12 @@ var catalog = map[RuleID]Rule{
 		ID: RuleReleaseDeletionStuck, Automatic: AutoNone, Title: "HelmRelease deletion stuck",
 		Meaning:  "A HelmRelease was deleted but helm-controller's finalizer keeps it: the uninstall fails, or no helm-controller is handling it.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+	},
+	RuleReadyUnknownStuck: {
+		ID: RuleReadyUnknownStuck, Automatic: AutoSafe, Title: "HelmRelease in progress forever",
+		Meaning:  "The HelmRelease's Ready condition has said Unknown (\"Running 'install' action\", \"reconciliation in progress\") for longer than the action's timeout plus the threshold (helm-controller #1101, #1409): no helm-controller is finishing the action. Helm's storage shows what was really done.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcile},
 	},
 	RuleDeprecatedStoredVersion: {
 		ID: RuleDeprecatedStoredVersion, Automatic: AutoNone, Title: "HelmRelease CRD still stores a deprecated version",

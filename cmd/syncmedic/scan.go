@@ -80,6 +80,7 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.Flux.StaleStatus, "stale-status-threshold", th.Flux.StaleStatus, "how long a HelmRelease may keep a pre-v2beta2 status with an unobserved generation")
 	f.DurationVar(&th.Flux.DependencyNotReady, "dependency-not-ready-threshold", th.Flux.DependencyNotReady, "how long a HelmRelease may say DependencyNotReady after its last dependency became Ready")
 	f.DurationVar(&th.Flux.ReleaseDeletion, "release-deletion-threshold", th.Flux.ReleaseDeletion, "how long a HelmRelease may be deleting, held by helm-controller's finalizer")
+	f.DurationVar(&th.Flux.ReadyUnknown, "ready-unknown-threshold", th.Flux.ReadyUnknown, "how long past its action's timeout a HelmRelease may stay Ready=Unknown (in progress)")
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions) error {

@@ -112,6 +112,7 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
 		syncmedic.RuleOperationOrphaned:        &th.ArgoCD.OperationOrphaned,
 		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
+		syncmedic.RuleReadyUnknownStuck:        &th.Flux.ReadyUnknown,
 		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
 		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,
 		syncmedic.RuleArtifactGCFinalizerStuck: &th.Kube.ArtifactGC,
