@@ -144,6 +144,9 @@ const (
 	ActionRemoveHookFinalizer ActionID = "argocd/remove-hook-finalizer"
 	// ActionTerminateAndResync terminates the running operation and syncs the same revision with the same options.
 	ActionTerminateAndResync ActionID = "argocd/terminate-and-resync"
+	// ActionResyncOrphaned syncs the same revision with the same options again, without terminating, over an
+	// operation state left Running with no operation (argocd-server refuses to terminate it).
+	ActionResyncOrphaned ActionID = "argocd/resync-orphaned"
 	// ActionTerminateOperation only terminates the running operation.
 	ActionTerminateOperation ActionID = "argocd/terminate-operation"
 	// ActionHardRefresh sets argocd.argoproj.io/refresh=hard through the Argo CD API.

@@ -19,7 +19,7 @@ func ApplicationKey(o ObjectRef) string {
 // hook `<prefix><rev7>-<phase>-<startedAt>`, a new name for every operation — so it is limited by the application.
 func (r Remedy) ActsOnApplication() bool {
 	switch r.Action {
-	case ActionTerminateAndResync, ActionTerminateOperation:
+	case ActionTerminateAndResync, ActionTerminateOperation, ActionResyncOrphaned:
 		return true
 	}
 	return r.RerunsHooks

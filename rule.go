@@ -20,6 +20,7 @@ const (
 	RuleHookNotDeleted           RuleID = "argocd/hook-not-deleted"
 	RuleWaitingForHealth         RuleID = "argocd/waiting-for-health"
 	RuleAutoSyncNotRetried       RuleID = "argocd/auto-sync-not-retried"
+	RuleOperationOrphaned        RuleID = "argocd/operation-orphaned"
 	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
 	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
 	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
@@ -29,6 +30,7 @@ const (
 	RuleRetriesExhausted         RuleID = "flux/retries-exhausted"
 	RuleDeprecatedStoredVersion  RuleID = "flux/deprecated-stored-version"
 	RuleReleaseDeletionStuck     RuleID = "flux/helmrelease-deletion-stuck"
+	RuleReadyUnknownStuck        RuleID = "flux/helmrelease-ready-unknown"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -126,6 +128,12 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "The last sync to the application's target revision failed, and Argo CD's automated sync will not try that revision again (\"Failed last sync attempt to\", argo-cd #18442, #23591): the application stays OutOfSync until a new commit or a manual sync.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
+	RuleOperationOrphaned: {
+		ID: RuleOperationOrphaned, Automatic: AutoWithRerunHooks, Title: "Argo CD operation state Running with no operation",
+		Meaning:  "The application's status.operationState says Running (or Terminating) while its .operation is empty (argo-cd #17155, #18613, #23765): the controller no longer processes it, the UI shows Syncing forever and Terminate answers \"No operation is in progress\"; a new sync replaces it.",
+		Severity: SeverityWarning, Threshold: 10 * time.Minute,
+		Actions: []ActionID{ActionResyncOrphaned},
+	},
 	RuleWebhookBackendMissing: {
 		ID: RuleWebhookBackendMissing, Automatic: AutoNone, Title: "Admission webhook backend missing",
 		Meaning:  "A webhook configuration with failurePolicy Fail points at a Service that is gone or has no ready endpoints: every write it matches is rejected.",
@@ -169,6 +177,12 @@ var catalog = map[RuleID]Rule{
 		ID: RuleReleaseDeletionStuck, Automatic: AutoNone, Title: "HelmRelease deletion stuck",
 		Meaning:  "A HelmRelease was deleted but helm-controller's finalizer keeps it: the uninstall fails, or no helm-controller is handling it.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+	},
+	RuleReadyUnknownStuck: {
+		ID: RuleReadyUnknownStuck, Automatic: AutoSafe, Title: "HelmRelease in progress forever",
+		Meaning:  "The HelmRelease's Ready condition has said Unknown (\"Running 'install' action\", \"reconciliation in progress\") for longer than the action's timeout plus the threshold (helm-controller #1101, #1409): no helm-controller is finishing the action. Helm's storage shows what was really done.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcile},
 	},
 	RuleDeprecatedStoredVersion: {
 		ID: RuleDeprecatedStoredVersion, Automatic: AutoNone, Title: "HelmRelease CRD still stores a deprecated version",

@@ -132,6 +132,9 @@ func nextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 			}
 		}
 		consider(stuckSince(obs, op).Add(th.OperationStuck))
+		if Orphaned(obs.App) {
+			consider(lastChange.Add(th.OperationOrphaned)) // an operation state nothing will finish
+		}
 	}
 	consider(orphanCheckAt(op, th))
 	if op != nil && op.FinishedAt != nil && !running {

@@ -96,6 +96,9 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 		l.w.stats.apps.Add(1)
 	}
 	sig := OperationSignature(a.Status.OperationState)
+	if Orphaned(a) {
+		sig += "|no operation" // a person clearing .operation is a change: argocd/operation-orphaned counts from it
+	}
 	if st.app != nil && sig != st.opSig {
 		st.stateSince = l.w.o.Now()
 	}

@@ -48,6 +48,9 @@ type Thresholds struct {
 	WaitingForHealth time.Duration
 	// AutoSyncNotRetried: a failed sync that automated sync will not retry, for longer than this after it finished.
 	AutoSyncNotRetried time.Duration
+	// OperationOrphaned: an operation state Running or Terminating with no operation behind it, unchanged for
+	// longer than this.
+	OperationOrphaned time.Duration
 }
 
 // MinSafeHookCompletion is the shortest hook-completion threshold that gives Argo CD's controller time to notice a
@@ -65,5 +68,6 @@ func (th Thresholds) Warnings() []string {
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
 	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
-		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute}
+		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
+		OperationOrphaned: 10 * time.Minute}
 }

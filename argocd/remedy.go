@@ -59,12 +59,13 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 }
 
 // Remediers returns the actions by ID: remove-hook-finalizer, terminate-and-resync, terminate-operation,
-// hard-refresh, and workflows/force-finalizer-removal for Workflows that an Argo CD application manages.
+// resync-orphaned, hard-refresh, and workflows/force-finalizer-removal for Workflows that an Argo CD application manages.
 func (r *Remedies) Remediers() syncmedic.Remediers {
 	return syncmedic.Remediers{
 		syncmedic.ActionRemoveHookFinalizer:   syncmedic.RemedierFunc(r.RemoveHookFinalizer),
 		syncmedic.ActionTerminateAndResync:    syncmedic.RemedierFunc(r.TerminateAndResync),
 		syncmedic.ActionTerminateOperation:    syncmedic.RemedierFunc(r.TerminateOperation),
+		syncmedic.ActionResyncOrphaned:        syncmedic.RemedierFunc(r.ResyncOrphaned),
 		syncmedic.ActionHardRefresh:           syncmedic.RemedierFunc(r.HardRefresh),
 		syncmedic.ActionForceFinalizerRemoval: syncmedic.RemedierFunc(r.ForceFinalizerRemoval),
 	}

@@ -16,7 +16,8 @@ import (
 
 // Evaluate runs every Argo CD rule of the catalog against one application observation. The generic
 // argocd/operation-stuck finding is left out when a more specific rule already explains the same operation (an
-// operation waiting for a resource's health is argocd/waiting-for-health's).
+// operation waiting for a resource's health is argocd/waiting-for-health's, an operation state with no operation
+// behind it argocd/operation-orphaned's).
 func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	if obs.App == nil {
 		return nil
@@ -29,8 +30,11 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	out = append(out, HookCompletionMissed(obs, now, th)...)
 	out = onePlanPerObject(out)
 	out = append(out, AppDeletionStuck(obs, now, th)...)
-	out = append(out, WaitingForHealth(obs, now, th)...)
+	if !Orphaned(obs.App) { // its advice, terminate, is refused there: argocd/operation-orphaned's instead
+		out = append(out, WaitingForHealth(obs, now, th)...)
+	}
 	out = append(out, AutoSyncNotRetried(obs, now, th)...)
+	out = append(out, OperationOrphaned(obs, now, th)...)
 	if len(out) == 0 {
 		out = append(out, OperationStuck(obs, now, th)...)
 	}

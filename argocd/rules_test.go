@@ -56,6 +56,9 @@ func app(op *v1alpha1.OperationState) *v1alpha1.Application {
 	a.Spec.Project = "default"
 	a.Spec.Destination.Namespace = "shop"
 	a.Status.OperationState = op
+	if op != nil && !op.Phase.Completed() {
+		a.Operation = &op.Operation // a running operation is the one .operation holds
+	}
 	return a
 }
 

@@ -2,6 +2,7 @@ package flux
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -9,7 +10,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
 )
@@ -56,12 +60,46 @@ func (w *Watcher) evaluate(ctx context.Context, key watchKey, sink syncmedic.Sin
 			obs.ReadyExprs = exprs
 		}
 	}
+	if at := ReadyUnknownDeadline(hr, w.opts.Thresholds); !at.IsZero() && !now.Before(at) {
+		w.readStorage(ctx, hr, &obs)
+	}
 	findings := EvaluateRelease(obs, now, w.opts.Thresholds)
 	w.log.Debug("evaluated HelmRelease", "subject", key.subject(), "findings", len(findings))
 	sink.Observe(ctx, key.subject(), findings)
 	if at, ok := nextThreshold(hr, obs.Dependencies, now, w.opts.Thresholds); ok {
 		w.queue.AddAfter(key, at.Sub(now))
 	}
+}
+
+// readStorage reads, when allowed, Helm's release Secrets of hr straight from the apiserver into obs.
+func (w *Watcher) readStorage(ctx context.Context, hr *helmv2.HelmRelease, obs *ReleaseObservation) {
+	if !w.opts.ReadHelmStorage {
+		obs.StorageProblem = "serve reads no Secrets unless --flux-read-helm-storage is set"
+		return
+	}
+	name, ns := StorageRelease(hr)
+	sel, err := labels.Parse(fmt.Sprintf(HelmStorageSelector, name))
+	if err != nil {
+		obs.StorageProblem = err.Error()
+		return
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
+	if err := w.direct.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		obs.StorageProblem = fmt.Sprintf("listing Secrets %s in namespace %s: %v", sel, ns, err)
+		return
+	}
+	var found []HelmStorage
+	for i := range list.Items {
+		s, err := HelmStorageOf(&list.Items[i])
+		if err != nil {
+			w.log.Debug("decoding Helm's release record", "secret", s.Secret, "error", err)
+		}
+		if s.Secret != "" {
+			found = append(found, s)
+		}
+	}
+	obs.Storage, obs.StorageKnown = LatestStorage(hr, found), true
 }
 
 // readyExprs reads spec.dependsOn[].readyExpr of one HelmRelease straight from the apiserver.
@@ -118,6 +156,9 @@ func nextThreshold(hr *helmv2.HelmRelease, deps map[types.NamespacedName]*helmv2
 	}
 	if dt := hr.DeletionTimestamp; dt != nil {
 		candidates = append(candidates, dt.Add(th.ReleaseDeletion))
+	}
+	if at := ReadyUnknownDeadline(hr, th); !at.IsZero() {
+		candidates = append(candidates, at)
 	}
 	var next time.Time
 	for _, t := range candidates {

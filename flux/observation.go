@@ -26,6 +26,12 @@ type ReleaseObservation struct {
 	// ControllerVersion is the helm-controller version when known (an event's reportingController metadata or the
 	// controller image tag), e.g. "v0.36.2".
 	ControllerVersion string
+	// Storage is the newest revision of the release as Helm's storage records it (its release Secret), when the
+	// source read it; StorageKnown is true when the source looked (so that no Secret means no release), and
+	// StorageProblem says why it could not look (e.g. no permission to read Secrets).
+	Storage        *HelmStorage
+	StorageKnown   bool
+	StorageProblem string
 }
 
 // ReadyExprsOf reads spec.dependsOn[].readyExpr from a HelmRelease as stored (unstructured), by dependency.
@@ -70,6 +76,8 @@ type Thresholds struct {
 	DependencyNotReady time.Duration
 	// ReleaseDeletion: a HelmRelease deleting, held by helm-controller's finalizer, for longer than this.
 	ReleaseDeletion time.Duration
+	// ReadyUnknown: Ready=Unknown (an action in progress) for longer than the action's timeout plus this.
+	ReadyUnknown time.Duration
 }
 
 // DependencyRequeue is helm-controller's default --requeue-dependency: how often a release waiting on a dependency
@@ -87,5 +95,5 @@ func (th Thresholds) Warnings() []string {
 
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
-	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute}
+	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute, ReadyUnknown: 5 * time.Minute}
 }

@@ -102,7 +102,7 @@ func decide(hr *helmv2.HelmRelease, action syncmedic.ActionID, since time.Time, 
 			return requestNone, "", fmt.Errorf("%w: forced reconcile %s was handled", ErrRequestUnsuccessful, req)
 		}
 		if !escalate {
-			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled; a forced reconcile would not change the dependency check", ErrRequestUnsuccessful, req)
+			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled; this rule asks only a plain reconcile, never a forced one (it would not change a dependency check, nor finish an action no helm-controller runs)", ErrRequestUnsuccessful, req)
 		}
 		if why := releaseStepNotFailed(hr); why != "" {
 			return requestNone, "", fmt.Errorf("%w: reconcile %s was handled and the status is still stale, but %s. "+
@@ -231,6 +231,10 @@ func stillStuck(hr *helmv2.HelmRelease, rule syncmedic.RuleID) string {
 		c := condition(hr, meta.ReadyCondition)
 		if c == nil || c.Status != "False" || c.Reason != meta.DependencyNotReadyReason {
 			return "is no longer waiting for a dependency"
+		}
+	case syncmedic.RuleReadyUnknownStuck:
+		if c := condition(hr, meta.ReadyCondition); c == nil || c.Status != "Unknown" {
+			return "is no longer in progress"
 		}
 	case syncmedic.RuleRetriesExhausted:
 		if len(RetriesExhausted(ReleaseObservation{Release: hr}, time.Now(), Thresholds{})) == 0 {

@@ -45,6 +45,10 @@ type WatcherOptions struct {
 	// (ServedAPIVersion) for the newest one it serves, and NewWatcher fails with ErrNoHelmReleaseAPI when it serves
 	// none. Objects of every version are read into the v2 Go types (AddReleaseTypes).
 	APIVersion string
+	// ReadHelmStorage lets the watcher read Helm's release Secrets (owner=helm, name=<release>) of a release whose
+	// Ready is Unknown past its action's timeout, as evidence for flux/helmrelease-ready-unknown. Off, it reads no
+	// Secret (the shipped role grants none) and the finding says the storage was not read.
+	ReadHelmStorage bool
 }
 
 // Watcher is the live Flux source: an informer over HelmReleases (through the newest API version the cluster serves:

@@ -34,6 +34,10 @@ func keep(u *unstructured.Unstructured) bool {
 		if u.GetName() == flux.CRDName {
 			return true
 		}
+	case gk == gkSecret:
+		if isHelmStorage(u) { // flux/helmrelease-ready-unknown's evidence; no other Secret is kept
+			return true
+		}
 	case gk == gkDeployment:
 		if n := u.GetName(); n == argocdServerDeployment || n == helmControllerDeployment {
 			return true
@@ -76,6 +80,8 @@ func mayKeep(gk schema.GroupKind, raw []byte) bool {
 	switch gk {
 	case gkCRD:
 		return bytes.Contains(raw, []byte(flux.CRDName))
+	case gkSecret:
+		return bytes.Contains(raw, []byte(flux.HelmStorageSecretType))
 	case gkDeployment:
 		return bytes.Contains(raw, []byte(argocdServerDeployment)) || bytes.Contains(raw, []byte(helmControllerDeployment))
 	}
@@ -93,6 +99,12 @@ const helmHookAnnotation = "helm.sh/hook"
 
 // lastApplied is the annotation `kubectl apply` writes: a copy of the whole object that no rule reads.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// isHelmStorage reports whether u is one of Helm's release Secrets.
+func isHelmStorage(u *unstructured.Unstructured) bool {
+	t, _ := u.Object["type"].(string)
+	return t == flux.HelmStorageSecretType
+}
 
 // trim drops what no rule reads from a kept object: its managed fields and kubectl's last-applied copy.
 func trim(u *unstructured.Unstructured) {

@@ -41,6 +41,7 @@ var (
 	gkDeployment    = schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	gkJob           = schema.GroupKind{Group: "batch", Kind: "Job"}
 	gkPod           = schema.GroupKind{Kind: "Pod"}
+	gkSecret        = schema.GroupKind{Kind: "Secret"}
 )
 
 // Observe builds the rules' observations from the snapshot.
@@ -49,6 +50,7 @@ func (s *Snapshot) Observe() Observations {
 	var apps []*v1alpha1.Application
 	var releases []*helmv2.HelmRelease
 	readyExprs := map[*helmv2.HelmRelease]map[types.NamespacedName]string{}
+	var storage []flux.HelmStorage
 	argocdVersion, helmControllerVersion := "", ""
 	for _, u := range s.Objects {
 		gk := u.GroupVersionKind().GroupKind()
@@ -71,6 +73,15 @@ func (s *Snapshot) Observe() Observations {
 			if exprs := flux.ReadyExprsOf(u); exprs != nil {
 				readyExprs[hr] = exprs
 			}
+		case gkSecret:
+			if !isHelmStorage(u) {
+				continue
+			}
+			st, err := flux.HelmStorageOf(u)
+			if err != nil {
+				o.Problems = append(o.Problems, Problem{File: "Secret " + nsName(u), Err: err.Error()})
+			}
+			storage = append(storage, st)
 		case gkCRD:
 			if u.GetName() == flux.CRDName {
 				o.CRDs = append(o.CRDs, crdObservation(u))
@@ -111,7 +122,8 @@ func (s *Snapshot) Observe() Observations {
 	}
 	for _, hr := range releases {
 		o.Releases = append(o.Releases, flux.ReleaseObservation{Release: hr, Dependencies: byName, DependenciesKnown: true,
-			ReadyExprs: readyExprs[hr], ControllerVersion: helmControllerVersion})
+			ReadyExprs: readyExprs[hr], ControllerVersion: helmControllerVersion,
+			Storage: flux.LatestStorage(hr, storage), StorageKnown: s.HasKind(gkSecret)})
 	}
 	return o
 }

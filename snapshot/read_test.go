@@ -146,7 +146,7 @@ func TestObserveBuildsAppHooksAndVersions(t *testing.T) {
 		}
 	}
 	require.True(t, shop)
-	require.Len(t, o.Releases, 5)
+	require.Len(t, o.Releases, 6)
 	require.Equal(t, "v0.36.2", o.Releases[0].ControllerVersion)
 	require.Len(t, o.Inventory.WebhookCallFailures, 1)
 }

@@ -30,6 +30,10 @@ type liveList struct {
 	// API version the cluster serves (flux.ServedAPIVersion: v2, or v2beta2 on Flux 2.2, or v2beta1), and skipped
 	// like an unserved kind when it serves none (flux.ErrNoHelmReleaseAPI).
 	servedVersion func(*rest.Config) (string, error)
+	// labels, when set, lists only the objects it selects; forbiddenOK makes a refused list a problem named in the
+	// report rather than a failed scan (Secrets: the account may not read them).
+	labels      string
+	forbiddenOK bool
 }
 
 // liveLists are the kinds `scan --kubeconfig` reads. Pods are left out on purpose (a cluster has too many, and the
@@ -46,6 +50,8 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, gk: schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, name: "helmreleases.helm.toolkit.fluxcd.io"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "argocd-server"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "helm-controller"},
+	// Helm's release records (flux/helmrelease-ready-unknown's evidence): only Secrets labelled owner=helm.
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, gk: schema.GroupKind{Kind: "Secret"}, labels: "owner=helm", forbiddenOK: true},
 }
 
 // kubeLiveSources is the live cluster part of `scan` and `fix`: with --kubeconfig it lists the kinds above and runs
@@ -101,8 +107,12 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		if l.name != "" {
 			opts.FieldSelector = "metadata.name=" + l.name
 		}
+		opts.LabelSelector = l.labels
 		list, err := dyn.Resource(gvr).List(ctx, opts)
 		switch {
+		case l.forbiddenOK && apierrors.IsForbidden(err):
+			problems = append(problems, fmt.Sprintf("%s (%s): not readable with these credentials, skipped: %v", gvr.GroupResource(), l.labels, err))
+			continue
 		case apierrors.IsNotFound(err):
 			problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped", gvr.GroupResource()))
 			continue

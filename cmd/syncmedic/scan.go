@@ -73,12 +73,14 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.ArgoCD.HookDeletion, "hook-deletion-threshold", th.ArgoCD.HookDeletion, "how long an operation may wait for the deletion of an old hook that is not being deleted")
 	f.DurationVar(&th.ArgoCD.WaitingForHealth, "waiting-for-health-threshold", th.ArgoCD.WaitingForHealth, "how long an operation may wait for the healthy state of a resource that is not healthy")
 	f.DurationVar(&th.ArgoCD.AutoSyncNotRetried, "auto-sync-not-retried-threshold", th.ArgoCD.AutoSyncNotRetried, "how long a failed automated sync may stay unretried before it is reported")
+	f.DurationVar(&th.ArgoCD.OperationOrphaned, "operation-orphaned-threshold", th.ArgoCD.OperationOrphaned, "how long an operation state may say Running with no operation behind it")
 	f.DurationVar(&th.Kube.Terminating, "terminating-threshold", th.Kube.Terminating, "how long an object may be terminating with finalizers left")
 	f.DurationVar(&th.Kube.WebhookBackend, "webhook-backend-threshold", th.Kube.WebhookBackend, "how long a webhook's backend may be missing or without ready endpoints")
 	f.DurationVar(&th.Kube.ArtifactGC, "artifactgc-threshold", th.Kube.ArtifactGC, "how long a deleted Workflow may wait on the artifact-gc finalizer")
 	f.DurationVar(&th.Flux.StaleStatus, "stale-status-threshold", th.Flux.StaleStatus, "how long a HelmRelease may keep a pre-v2beta2 status with an unobserved generation")
 	f.DurationVar(&th.Flux.DependencyNotReady, "dependency-not-ready-threshold", th.Flux.DependencyNotReady, "how long a HelmRelease may say DependencyNotReady after its last dependency became Ready")
 	f.DurationVar(&th.Flux.ReleaseDeletion, "release-deletion-threshold", th.Flux.ReleaseDeletion, "how long a HelmRelease may be deleting, held by helm-controller's finalizer")
+	f.DurationVar(&th.Flux.ReadyUnknown, "ready-unknown-threshold", th.Flux.ReadyUnknown, "how long past its action's timeout a HelmRelease may stay Ready=Unknown (in progress)")
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions) error {

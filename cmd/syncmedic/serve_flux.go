@@ -24,6 +24,7 @@ type fluxOptions struct {
 	namespaces []string
 	watch      bool
 	controller string
+	storage    bool
 }
 
 func init() {
@@ -36,6 +37,7 @@ func init() {
 			fs.IntVar(&o.queueSize, "flux-queue-size", flux.DefaultQueueSize, "accepted Flux events waiting to be processed before the receiver answers 429")
 			fs.StringSliceVar(&o.namespaces, "flux-namespaces", nil, "namespaces whose HelmReleases are watched (default: all)")
 			fs.StringVar(&o.controller, "flux-controller-deployment", flux.DefaultControllerDeployment.String(), "helm-controller's Deployment (namespace/name); its image tag adds version advisories to findings (best effort)")
+			fs.BoolVar(&o.storage, "flux-read-helm-storage", false, "read Helm's release Secrets (owner=helm) of a HelmRelease in progress past its timeout, as evidence of flux/helmrelease-ready-unknown; needs get and list on Secrets, which the shipped role does not grant")
 			fs.BoolVar(&o.watch, "flux-watch", true, "watch HelmReleases and the HelmRelease CRD when a cluster is configured")
 		},
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startFlux(ctx, d, o) },
@@ -93,7 +95,7 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 			return nil, err
 		}
 		w, err := flux.NewWatcher(flux.WatcherOptions{Config: d.Kube, Namespaces: o.namespaces, Thresholds: d.Thresholds.Flux, Log: log,
-			ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}, APIVersion: version})
+			ControllerDeployment: types.NamespacedName{Namespace: ns, Name: name}, APIVersion: version, ReadHelmStorage: o.storage})
 		if err != nil {
 			return nil, err
 		}

@@ -14,8 +14,10 @@ import (
 type Child struct {
 	// Name names the process in messages; LogPath is the file holding its stdout and stderr.
 	Name, LogPath string
-	exited        <-chan struct{}
-	stop          func()
+	// Pid is the process's id, which is also its process group's (StartChild starts it in a group of its own).
+	Pid    int
+	exited <-chan struct{}
+	stop   func()
 }
 
 // StartChild starts cmd in its own process group, with its output appended to a log file in a temporary directory
@@ -38,7 +40,7 @@ func StartChild(name string, cmd *exec.Cmd, grace time.Duration) (*Child, error)
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	_ = reapLater("pg", strconv.Itoa(cmd.Process.Pid))
-	c.exited = exited
+	c.exited, c.Pid = exited, cmd.Process.Pid
 	c.stop = register(func() { stop(); _ = logFile.Close() })
 	return c, nil
 }

@@ -163,3 +163,47 @@ func AutoSyncSkipped(app *v1alpha1.Application) string {
 	}
 	return ""
 }
+
+// ClearOperation empties the Application's .operation through the Kubernetes API, leaving status.operationState as
+// it is: what people do by hand to a sync that looks stuck (`kubectl patch application APP --type merge -p
+// '{"operation":null}'`, the workaround passed around in argo-cd #17155, #18613, #23765). No controller of the tested
+// versions writes that state: the application-controller clears .operation only in the patch that records a
+// completed phase (setOperationState).
+func (a *RealHookApp) ClearOperation(t testing.TB) {
+	t.Helper()
+	obj := &v1alpha1.Application{}
+	obj.Name, obj.Namespace = a.Name, a.Stack.Namespace
+	// hand-written state: this is the person's patch of argo-cd #17155 (no controller clears .operation of a
+	// Running operation); the operation state stays what the real controller wrote.
+	if err := a.Stack.Env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(`{"operation":null}`))); err != nil {
+		t.Fatalf("testenv: clearing .operation of %s: %v", a.Name, err)
+	}
+}
+
+// HardRefresh asks argocd-server for a hard refresh of the app (what `argocd app get --hard-refresh` does) and waits
+// until the controller has reconciled it again (status.reconciledAt moves), up to a minute.
+func (a *RealHookApp) HardRefresh(t testing.TB) {
+	t.Helper()
+	before := a.Get(t).Status.ReconciledAt
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	hard := string(v1alpha1.RefreshTypeHard)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := apps.Get(ctx, &applicationpkg.ApplicationQuery{Name: &a.Name, AppNamespace: &a.Stack.Namespace, Refresh: &hard}); err != nil {
+		t.Fatalf("testenv: hard refresh of %s: %v", a.Name, err)
+	}
+	if got, ok := a.WaitApp(t, time.Minute, func(app *v1alpha1.Application) bool {
+		r := app.Status.ReconciledAt
+		return r != nil && (before == nil || r.After(before.Time)) && app.Annotations[v1alpha1.AnnotationKeyRefresh] == ""
+	}); !ok {
+		t.Fatalf("testenv: %s not reconciled within 1m of a hard refresh: reconciledAt %v", a.Name, got.Status.ReconciledAt)
+	}
+}
+
+// TryTerminate asks argocd-server to terminate the app's operation and returns its answer.
+func (a *RealHookApp) TryTerminate(t testing.TB) error {
+	t.Helper()
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	_, err := apps.TerminateOperation(context.Background(), &applicationpkg.OperationTerminateRequest{Name: &a.Name, AppNamespace: &a.Stack.Namespace})
+	return err
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,4 +310,26 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// PauseHelmController stops helm-controller where it is (SIGSTOP to its process group), as a node that freezes or a
+// container whose process hangs would, so a test controls when it looks again; the returned resume continues it
+// (SIGCONT), and runs when the test ends too. Pause only a stack of the test's own (Start): the shared one serves
+// every test of the binary.
+func (s *Stack) PauseHelmController(t testing.TB) (resume func()) {
+	t.Helper()
+	pid := s.Controller.Pid
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("fluxreal: pausing helm-controller: %v", err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := syscall.Kill(-pid, syscall.SIGCONT); err != nil && err != syscall.ESRCH { // ESRCH: stopped for good since
+				t.Errorf("fluxreal: resuming helm-controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }

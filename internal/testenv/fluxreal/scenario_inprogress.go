@@ -1,0 +1,82 @@
+package fluxreal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// InstallInProgress is the state ScenarioInstallInProgress leaves: helm-controller running the install action of a
+// release whose Job the test's kubelet holds.
+type InstallInProgress struct {
+	Namespace, Name string
+	// Started is when helm-controller marked the release Ready=Unknown for the install.
+	Started time.Time
+	// Finish lets the install's Job Pod succeed (the kubelet's part), so the Job completes.
+	Finish func()
+}
+
+// InstallingMessage is the Ready message helm-controller v1.4.3 writes as it starts an install with timeout
+// (internal/reconcile/atomic_release.go).
+func InstallingMessage(timeout time.Duration) string {
+	return fmt.Sprintf("Running 'install' action with timeout of %s", timeout)
+}
+
+// ScenarioInstallInProgress publishes JobChart(name, 1.0.0) and creates its release with spec.timeout timeout: the
+// real helm-controller starts the install (Ready=Unknown, "Running 'install' action with timeout of …"), Helm records
+// the release pending-install in its storage Secret, and the install waits for the chart's Job, whose Pod the test's
+// kubelet holds until Finish. It returns once both are seen. Needs the Job controller (KubeWithControllers or
+// testenv.KubePrivateWithControllers).
+func (s *Stack) ScenarioInstallInProgress(t testing.TB, namespace string, repo *Repo, name string, timeout time.Duration) InstallInProgress {
+	t.Helper()
+	var finished atomic.Bool
+	kubelet := s.Env.Kubelet(t, namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
+		return corev1.PodSucceeded, finished.Load()
+	})
+	sc := InstallInProgress{Namespace: namespace, Name: name, Finish: func() { finished.Store(true); kubelet.Poke() }}
+	repo.Publish(t, JobChart(name, "1.0.0"))
+	s.CreateRelease(t, namespace, Release{Name: name, Chart: name, Version: "1.0.0", Timeout: timeout})
+	hr := s.WaitFor(t, namespace, name, waitInstall, "installing", func(hr *helmv2.HelmRelease) bool {
+		c := Condition(hr, meta.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionUnknown && c.Message == InstallingMessage(timeout)
+	})
+	sc.Started = Condition(hr, meta.ReadyCondition).LastTransitionTime.Time
+	deadline := time.Now().Add(waitInstall)
+	for {
+		status := s.StorageStatus(t, namespace, name)
+		if status == "pending-install" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fluxreal: Helm's storage of %s/%s does not say pending-install after %s: %q", namespace, name, waitInstall, status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return sc
+}
+
+// StorageStatus is the status label of the newest Helm release Secret of release name in namespace ("" for none):
+// what Helm's storage says of the release.
+func (s *Stack) StorageStatus(t testing.TB, namespace, name string) string {
+	t.Helper()
+	list := &corev1.SecretList{}
+	if err := s.Env.Client.List(context.Background(), list, client.InNamespace(namespace), client.MatchingLabels{"owner": "helm", "name": name}); err != nil {
+		t.Fatalf("fluxreal: listing Helm's release Secrets of %s/%s: %v", namespace, name, err)
+	}
+	status, newest := "", ""
+	for _, sec := range list.Items {
+		if v := sec.Labels["version"]; status == "" || len(v) > len(newest) || (len(v) == len(newest) && v > newest) {
+			status, newest = sec.Labels["status"], v
+		}
+	}
+	return strings.TrimSpace(status)
+}
