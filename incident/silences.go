@@ -23,8 +23,12 @@ type SilenceStore interface {
 // maxSilences bounds the silences kept (a ConfigMap holds at most 1 MiB); expired ones go first.
 const maxSilences = 500
 
-// silenceCheckInterval is how often Run looks for silences that started or ended (and, on a follower, reloads them).
-const silenceCheckInterval = time.Second
+// silenceCheckInterval is how often Run looks for silences that started or ended; followerReloadInterval how often
+// a follower reads the leader's silences from the store again.
+const (
+	silenceCheckInterval   = time.Second
+	followerReloadInterval = 10 * time.Second
+)
 
 // withheld reports whether a silence keeps the transition kind of inc from the notifiers. An incident never
 // announced stays silent until it is (its resolution included); a silenced, announced incident's thread still hears
@@ -183,10 +187,12 @@ func (t *Tracker) Run(ctx context.Context) {
 func (t *Tracker) checkSilences(ctx context.Context) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.o.Leader() {
+	now := t.o.Now()
+	if !t.o.Leader() && now.Sub(t.silencesReloaded) >= followerReloadInterval {
 		t.reloadSilencesLocked(ctx)
+		t.silencesReloaded = now
 	}
-	t.applySilencesLocked(ctx, t.o.Now())
+	t.applySilencesLocked(ctx, now)
 }
 
 // reloadSilencesLocked replaces the silences in memory with the stored ones (a follower's view of the leader's).

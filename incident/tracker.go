@@ -65,6 +65,8 @@ type Tracker struct {
 	changed    chan struct{}               // closed and replaced on every change of what Incidents returns (Changes)
 	loadErr    error                       // the last failed load of the stored incidents, until one succeeds
 	silences   map[string]*silence.Silence // by ID (silences.go)
+	// silencesReloaded is when a follower last read the stored silences (checkSilences).
+	silencesReloaded time.Time
 }
 
 var _ syncmedic.GoneSink = (*Tracker)(nil)

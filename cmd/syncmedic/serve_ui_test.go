@@ -20,7 +20,7 @@ func TestStartUI(t *testing.T) {
 	}{
 		{name: "without a token file the API and the page are off", opts: uiOptions{}},
 		{name: "a token file turns on the API and the page", opts: uiOptions{tokenFile: writeFile(t, "token", "s3cret\n")},
-			wantPaths: []string{ui.IncidentsPath, ui.IncidentsPath + "/", ui.PagePath, ui.ExtensionBundlePath, ui.ExtensionArchivePath}},
+			wantPaths: []string{ui.IncidentsPath, ui.IncidentsPath + "/", ui.SilencesPath, ui.SilencesPath + "/", ui.PagePath, ui.ExtensionBundlePath, ui.ExtensionArchivePath}},
 		{name: "an empty token file is refused", opts: uiOptions{tokenFile: writeFile(t, "empty", " \n")}, wantErr: "is empty"},
 		{name: "a missing token file is refused", opts: uiOptions{tokenFile: "/nonexistent/token"}, wantErr: "--api-token-file"},
 	} {

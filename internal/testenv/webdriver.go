@@ -187,6 +187,29 @@ func (b *Browser) Click(selector string) {
 	b.t.Fatalf("testenv: cannot click %s: %v\npage text:\n%s", selector, last, b.Text())
 }
 
+// Type waits for the first element matching the CSS selector to be there and enabled, and types text into it (as
+// keystrokes, so the page sees its input events).
+func (b *Browser) Type(selector, text string) {
+	b.t.Helper()
+	deadline := time.Now().Add(b.timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		var ref map[string]string
+		if last = b.try(http.MethodPost, "/element", map[string]string{"using": "css selector", "value": selector}, &ref); last == nil {
+			for _, id := range ref {
+				var enabled bool
+				if last = b.try(http.MethodGet, "/element/"+id+"/enabled", nil, &enabled); last == nil && enabled {
+					if last = b.try(http.MethodPost, "/element/"+id+"/value", map[string]any{"text": text}, nil); last == nil {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.t.Fatalf("testenv: cannot type into %s: %v\npage text:\n%s", selector, last, b.Text())
+}
+
 // Screenshot returns a PNG of the window.
 func (b *Browser) Screenshot() []byte {
 	b.t.Helper()

@@ -147,7 +147,7 @@ func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) 
 	return n.post(ctx, []Alert{NewAlert(ev.Incident, n.expires())})
 }
 
-// Refresh posts again, when this replica leads, every open incident routed here (so that Alertmanager does not
+// Refresh posts again, when this replica leads, every open incident routed here and announced (so that Alertmanager does not
 // resolve it at its endsAt), and every one that resolved within the last 4 intervals (so an Alertmanager that
 // missed the resolution learns it now rather than at the endsAt it had).
 func (n *Notifier) Refresh(ctx context.Context) error {
@@ -157,7 +157,8 @@ func (n *Notifier) Refresh(ctx context.Context) error {
 	now, expires := n.o.Now(), n.expires()
 	var alerts []Alert
 	for _, inc := range n.o.Incidents.Incidents() {
-		if !inc.Route.Allows(n.o.Name) {
+		// An incident a silence kept from every notifier was never posted: re-posting it would announce it.
+		if !inc.Route.Allows(n.o.Name) || inc.Unannounced {
 			continue
 		}
 		if inc.IsOpen() || (inc.ResolvedAt != nil && now.Sub(*inc.ResolvedAt) < expiryIntervals*n.o.ResendInterval) {

@@ -236,15 +236,20 @@ func TestRefreshPostsWhatIsOpenAndJustResolved(t *testing.T) {
 	justResolved.State, justResolved.ResolvedAt = incident.StateResolved, &recent
 	longResolved.State, longResolved.ResolvedAt = incident.StateResolved, &old
 	routedElsewhere.Route = &policy.Routing{Receivers: []string{"slack"}}
-	all := []incident.Incident{open, justResolved, longResolved, routedElsewhere}
+	// A silence held back the announcement of one (it was never posted: it must not be now), and came after the
+	// other's (Alertmanager keeps it firing).
+	heldBack, silencedLater := goldenIncident(), goldenIncident()
+	heldBack.ID, heldBack.SilencedBy, heldBack.Unannounced = "held-back", "s1", true
+	silencedLater.ID, silencedLater.SilencedBy = "silenced-later", "s1"
+	all := []incident.Incident{open, justResolved, longResolved, routedElsewhere, heldBack, silencedLater}
 	for _, tc := range []struct {
 		name    string
 		tracker trackerStub
 		want    map[string]time.Time // incident → endsAt
 	}{
-		{name: "the leader re-posts open incidents firing and recently resolved ones resolved, and only those routed here",
+		{name: "the leader re-posts open incidents firing and recently resolved ones resolved, only those routed here and announced",
 			tracker: trackerStub{incidents: all},
-			want:    map[string]time.Time{open.ID: now.Add(4 * time.Minute), "just-resolved": recent}},
+			want:    map[string]time.Time{open.ID: now.Add(4 * time.Minute), "just-resolved": recent, "silenced-later": now.Add(4 * time.Minute)}},
 		{name: "a follower posts nothing", tracker: trackerStub{incidents: all, follower: true}, want: map[string]time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

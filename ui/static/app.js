@@ -18,6 +18,7 @@
   var pollTimer = null; // the next poll, while the live stream is down
   var stream = null; // the AbortController of the live stream
   var last = null; // the last list rendered
+  var lastJSON = ''; // and as JSON
   var fixes = {}; // incident ID -> {busy, plan, result, error}: survives re-renders
   var seen = {}; // incident ID -> the incident as last listed, for the incidents a fix was asked for
   var finals = {}; // incident ID -> the incident as read by ID once it left the list after a fix (false: being read)
@@ -161,7 +162,7 @@
     ]);
   }
 
-  function rerender() { if (last) render(last); }
+  function rerender() { if (last) render(last, true); }
 
   function authHeaders() {
     return { Authorization: 'Bearer ' + sessionStorage.getItem(tokenKey), 'Content-Type': 'application/json' };
@@ -206,8 +207,15 @@
   }
 
   // silenceForm is the Silence… form: exact matchers prefilled from the incident (clear one to leave it out), a
-  // duration and a comment.
+  // duration and a comment. Its elements are kept across re-renders (the live stream re-renders the page on every
+  // change), so what is being typed keeps its focus.
   function silenceForm(id, s) {
+    if (!s.node) s.node = buildSilenceForm(id, s);
+    Array.prototype.forEach.call(s.node.querySelectorAll('button'), function (b) { b.disabled = !!s.busy; });
+    return s.node;
+  }
+
+  function buildSilenceForm(id, s) {
     var f = s.form;
     function input(key, label, attrs) {
       var i = el('input', Object.assign({ 'class': 'silence-' + key, 'aria-label': label, value: f[key] }, attrs || {}));
@@ -220,8 +228,8 @@
       el('p', { 'class': 'meta' }, ['Silence the incidents that match every filled field exactly:']),
       input('rule', 'rule'), input('namespace', 'namespace'), input('app', 'app'), input('name', 'name'),
       input('duration', 'for', { placeholder: '2h' }), el('label', {}, ['comment ', comment]),
-      button('silence-create', 'Silence', function () { createSilence(id, f); }, s.busy),
-      button('silence-cancel', 'Cancel', function () { oncall[id] = {}; rerender(); }, s.busy)
+      button('silence-create', 'Silence', function () { createSilence(id, f); }),
+      button('silence-cancel', 'Cancel', function () { oncall[id] = {}; rerender(); })
     ]);
   }
 
@@ -237,8 +245,10 @@
   }
 
   function acknowledge(id) {
+    // Only the busy flag and the error change: a Silence… form opened meanwhile stays as it is.
     send('POST', api + '/' + encodeURIComponent(id) + '/ack', {}, id)
-      .then(function () { oncall[id] = {}; }, function (err) { oncall[id] = { error: err.message }; })
+      .then(function () { return ''; }, function (err) { return err.message; })
+      .then(function (error) { oncall[id] = Object.assign({}, oncall[id], { busy: false, error: error }); })
       .then(function () { rerender(); refresh(); });
   }
 
@@ -300,7 +310,14 @@
     return out;
   }
 
-  function render(list) {
+  // render draws the list. While someone types in a Silence… form, an unchanged list (the live stream and a
+  // refresh often bring the same one) is not drawn again, and the focused field keeps its focus when one is drawn.
+  function render(list, force) {
+    var json = JSON.stringify(list);
+    var active = document.activeElement;
+    var typing = active && active.closest && active.closest('.silence-form');
+    if (typing && !force && json === lastJSON) return;
+    lastJSON = json;
     last = list;
     var listed = {};
     list.items.forEach(function (inc) {
@@ -315,6 +332,7 @@
       return;
     }
     items.forEach(function (inc) { main.appendChild(card(inc)); });
+    if (typing && active !== document.activeElement && document.contains(active)) active.focus();
   }
 
   function setStatus(text) { document.getElementById('status').textContent = text; }
