@@ -25,7 +25,7 @@ const layerSupport layer = -1
 
 const (
 	layerVocabulary layer = iota // the root package: Finding, Rule, Report, Sink, Source
-	layerPolicy                  // what syncmedic may do about a rule; the Argo CD preflight reads it
+	layerPolicy                  // what syncmedic may do about a rule (the Argo CD preflight reads it), and silences
 	layerSources                 // the sources and their rules
 	layerIncident                // the incident engine
 	layerActions                 // remediation and notification, each consuming the incident engine
@@ -39,6 +39,7 @@ func layers() map[string]layer {
 	return map[string]layer{
 		"":                     layerVocabulary,
 		"policy":               layerPolicy,
+		"silence":              layerPolicy,
 		"argocd":               layerSources,
 		"flux":                 layerSources,
 		"kube":                 layerSources,
