@@ -50,6 +50,8 @@ type Node struct {
 	stopOnce  sync.Once
 	stopErr   error
 	removeDir func()
+	// lock is the machine's node lock, released at the end of Stop.
+	lock *nodeLock
 }
 
 const (
@@ -90,6 +92,11 @@ var sharedNode struct {
 	mu   sync.Mutex
 	node *Node
 	err  error
+	// users counts the running tests of RealNodeWhileUsed; pinned says a RealNode caller keeps the node until the
+	// binary ends; idle stops an unused node (RealNodeWhileUsed).
+	users  int
+	pinned bool
+	idle   *time.Timer
 }
 
 // RealNode returns the real node shared by the test binary, starting it (and its control plane) on first use; it
@@ -97,11 +104,25 @@ var sharedNode struct {
 // one real node can run on a machine at a time (the kubelet's cgroups and host paths are global).
 func RealNode(t testing.TB) *Node {
 	t.Helper()
+	n := realNode(t)
+	sharedNode.mu.Lock()
+	sharedNode.pinned = true
+	sharedNode.mu.Unlock()
+	return n
+}
+
+// realNode returns the shared node, starting it when none runs (RealNode, RealNodeWhileUsed).
+func realNode(t testing.TB) *Node {
+	t.Helper()
 	skipShort(t)
 	requireMain(t)
 	s := &sharedNode
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.idle != nil { // a test wants the node again before it stopped for being idle
+		s.idle.Stop()
+		s.idle = nil
+	}
 	if s.node == nil && s.err == nil {
 		s.node, s.err = startNode(context.Background())
 	}
@@ -117,7 +138,11 @@ func stopSharedNode() (*Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.node
-	s.node = nil
+	s.node, s.pinned = nil, false
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
 	if n == nil {
 		return nil, errors.New("no real node is running")
 	}
@@ -127,8 +152,6 @@ func stopSharedNode() (*Node, error) {
 // startNode starts the control plane, the network namespace, containerd, the images, the scheduler and the
 // kubelet, and waits until the node is Ready. On failure it stops whatever it started.
 func startNode(ctx context.Context) (_ *Node, err error) {
-	ctx, cancel := context.WithTimeout(ctx, nodeStartMax)
-	defer cancel()
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -136,12 +159,27 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	if err := checkNodeTools(bin); err != nil {
 		return nil, err
 	}
+	lockCtx, cancelLock := context.WithTimeout(ctx, nodeLockWait)
+	defer cancelLock()
+	lock, err := acquireNodeLock(lockCtx)
+	if err != nil {
+		return nil, err
+	}
+	// The start's own budget begins once the machine's node is this binary's.
+	ctx, cancel := context.WithTimeout(ctx, nodeStartMax)
+	defer cancel()
+	// A binary killed with its node gave the lock back at once; its reaper may still be removing the cgroups.
+	for deadline := time.Now().Add(time.Minute); kubepodsLeft() && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+	}
 	host, err := recordHost()
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	dir, removeDir, err := tempDir("node-")
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	// n, not the result: the deferred clean-up below must see the node when startNode returns nil.
@@ -149,6 +187,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	n.NetnsPath = "/run/netns/" + n.netnsName
 	n.ContainerdSocket = filepath.Join(dir, "containerd", "containerd.sock")
 	n.removeDir = removeDir
+	n.lock = lock
 	unregister := register(func() {
 		if err := n.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping the real node: %v\n", err)
@@ -271,6 +310,16 @@ func recordHost() (hostState, error) {
 	return h, nil
 }
 
+// kubepodsLeft reports whether a kubelet's top-level cgroup exists in any hierarchy.
+func kubepodsLeft() bool {
+	for _, c := range cgroupDirs() {
+		if filepath.Base(c) == "kubepods" {
+			return true
+		}
+	}
+	return false
+}
+
 // cgroupDirs lists the node's top-level cgroups (nodeCgroups) present in any hierarchy.
 func cgroupDirs() []string {
 	var dirs []string
@@ -339,6 +388,7 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		return fmt.Errorf("kube-apiserver and etcd: %w\n%s", err, tail(apiserverLog.Name(), 30))
 	}
 	n.Env = env
+	env.node = n
 	if err := env.startControllerManager(NodeControllers); err != nil {
 		return err
 	}
@@ -531,6 +581,9 @@ func nodeReady(node *corev1.Node) bool {
 // its sysctls restored, the host paths it created and Dir removed. It returns what was left nevertheless.
 func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
+		if n.Env != nil {
+			stopStacksOn(n.Env) // the Argo CD stacks on its control plane first: they would only log its absence
+		}
 		// Newest first: kubelet, scheduler, containers, containerd, the control plane, the proxies.
 		for i := len(n.stops) - 1; i >= 0; i-- {
 			n.stops[i]()
@@ -548,6 +601,7 @@ func (n *Node) Stop() error {
 			errs = append(errs, fmt.Errorf("left behind: %s", strings.Join(left, "; ")))
 		}
 		n.stopErr = errors.Join(errs...)
+		n.lock.release()
 	})
 	return n.stopErr
 }
