@@ -161,7 +161,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}
 	lockCtx, cancelLock := context.WithTimeout(ctx, nodeLockWait)
 	defer cancelLock()
-	lock, err := acquireNodeLock(lockCtx)
+	lock, err := acquireNodeLock(lockCtx, nodeLockPath)
 	if err != nil {
 		return nil, err
 	}

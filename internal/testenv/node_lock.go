@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,12 +26,12 @@ type nodeLock struct{ f *os.File }
 
 // acquireNodeLock waits until no other process holds the machine's node lock and takes it. The error says whether
 // the wait timed out (retry when the other node is gone) or the lock file cannot be opened (do not retry).
-func acquireNodeLock(ctx context.Context) (*nodeLock, error) {
-	if err := os.MkdirAll("/run/lock", 0o755); err != nil {
-		return nil, fmt.Errorf("creating /run/lock: %w", err)
+func acquireNodeLock(ctx context.Context, path string) (*nodeLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
 	// Go opens files close-on-exec: the daemons the node starts never inherit the lock.
-	f, err := os.OpenFile(nodeLockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the node lock: %w", err)
 	}
@@ -42,10 +43,10 @@ func acquireNodeLock(ctx context.Context) (*nodeLock, error) {
 		}
 		if err != syscall.EWOULDBLOCK {
 			_ = f.Close()
-			return nil, fmt.Errorf("locking %s: %w", nodeLockPath, err)
+			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		if !said {
-			holder, _ := os.ReadFile(nodeLockPath)
+			holder, _ := os.ReadFile(path)
 			fmt.Fprintf(os.Stderr, "testenv: waiting for the real node of process %s to stop (one node per machine)\n",
 				strings.TrimSpace(string(holder)))
 			said = true
@@ -53,8 +54,8 @@ func acquireNodeLock(ctx context.Context) (*nodeLock, error) {
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("another test binary's real node still runs after %s (%s held); retry when it stopped: %w",
-				nodeLockWait, nodeLockPath, ctx.Err())
+			return nil, fmt.Errorf("another test binary's real node still runs (%s held); retry when it stopped: %w",
+				path, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
