@@ -52,6 +52,9 @@ type Node struct {
 	removeDir func()
 	// lock is the machine's node lock, released at the end of Stop.
 	lock *nodeLock
+	// webhookOnce imports NodeWebhookImage on first use (WebhookImage).
+	webhookOnce sync.Once
+	webhookErr  error
 }
 
 const (
@@ -63,10 +66,12 @@ const (
 	nodeStartMax = 6 * time.Minute // all of it: apiserver, CRDs, controller-manager, images, Ready; the machine is shared
 )
 
-// NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers,
-// and the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
-// (TaintNodesByCondition).
-var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller")
+// NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers;
+// the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
+// (TaintNodesByCondition); and the endpoints and EndpointSlice controllers, so a Service's endpoints follow its
+// Pods (an admission webhook backend Deployment scaled to zero or rolled out).
+var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller",
+	"endpoints-controller", "endpointslice-controller")
 
 // Host paths the kubelet, containerd or go-cni hard-code, whatever their configured directories: removed at Stop
 // when the node created them.
@@ -377,9 +382,12 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		te.CRDInstallOptions.MaxTime = time.Minute // the default 10 s is too short on a loaded machine
 		api := te.ControlPlane.GetAPIServer()
 		api.Out, api.Err = apiserverLog, apiserverLog
+		// The apiserver calls a webhook's Service at one of its endpoints' addresses (enable-aggregator-routing), a
+		// Pod's on the node's bridge, through the egress proxy: no kube-proxy routes a ClusterIP here.
 		api.Configure().
 			Set("egress-selector-config-file", egress).
-			Set("kubelet-preferred-address-types", "InternalIP")
+			Set("kubelet-preferred-address-types", "InternalIP").
+			Set("enable-aggregator-routing", "true")
 	})
 	if env != nil {
 		n.stops = append(n.stops, env.stopControlPlane)
@@ -511,6 +519,37 @@ func (n *Node) importImages(ctx context.Context, _ string) error {
 		}
 	}
 	return nil
+}
+
+// WebhookImage builds NodeWebhookImage and imports it into the node's containerd on first use, and returns its name.
+func (n *Node) WebhookImage(t testing.TB) string {
+	t.Helper()
+	n.webhookOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		root, err := moduleRoot()
+		if err != nil {
+			n.webhookErr = err
+			return
+		}
+		img, err := webhookImage(ctx, root, filepath.Join(n.Dir, "img"))
+		if err != nil {
+			n.webhookErr = err
+			return
+		}
+		p := filepath.Join(n.Dir, "img", "webhook.tar")
+		if err := os.WriteFile(p, img.Tar, 0o600); err != nil {
+			n.webhookErr = err
+			return
+		}
+		if b, err := n.ctr(ctx, "images", "import", p); err != nil {
+			n.webhookErr = fmt.Errorf("importing the webhook image: %w\n%s", err, b)
+		}
+	})
+	if n.webhookErr != nil {
+		t.Fatalf("testenv: the webhook image: %v", n.webhookErr)
+	}
+	return NodeWebhookImage
 }
 
 // startScheduler runs bin/kube-scheduler beside the apiserver, on the host's loopback.
