@@ -81,13 +81,13 @@ func TestALostMigrationHookNeverRunsTwiceUnattended(t *testing.T) {
 			runs := app.Runs(t, "db-migrate")
 			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about the hook Job db-migrate, nothing else; %s later: %d remedy applied, operation %s; the node ran the migration's container %d time(s)",
 				unattendedWatch, len(remediesApplied(srv)), testenv.DescribeOperation(after), runs)
-			onlyAnnounced(t, srv, lost)
-			require.Contains(t, root.Text+root.Blocks, "set rerunHooks: true",
-				"the announcement says why the remedy is only proposed: %s", srv.summary())
+			require.Equal(t, 1, runs, "the migration ran exactly once on the node")
 			require.Empty(t, remediesApplied(srv), "no remedy re-runs the hooks without rerunHooks: %s", srv.summary())
 			require.Equal(t, synccommon.OperationRunning, phase(after), "the operation is left as it was: %s", testenv.DescribeOperation(after))
 			require.Equal(t, startedAt, after.Status.OperationState.StartedAt, "no new operation started")
-			require.Equal(t, 1, runs, "the migration ran exactly once on the node")
+			onlyAnnounced(t, srv, lost)
+			require.Contains(t, root.Text+root.Blocks, "set rerunHooks: true",
+				"the announcement says why the remedy is only proposed: %s", srv.summary())
 			r.Syncmedic += "; terminate-and-resync proposed (rerunHooks not set), not applied"
 		})
 	}
