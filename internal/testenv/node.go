@@ -105,8 +105,10 @@ var sharedNode struct {
 }
 
 // RealNode returns the real node shared by the test binary, starting it (and its control plane) on first use; it
-// is stopped at teardown. It skips under -short and fails when `make tools` has not installed what it needs. Only
-// one real node can run on a machine at a time (the kubelet's cgroups and host paths are global).
+// is stopped at teardown (RealNodeWhileUsed stops it earlier). It skips under -short and fails when `make tools` has
+// not installed what it needs, when the node cannot start (not root, say), or when another test binary's node still
+// runs after nodeLockWait: only one real node can run on a machine at a time (the kubelet's cgroups and host paths
+// are global), so a second one waits for the machine's lock (nodeLockPath).
 func RealNode(t testing.TB) *Node {
 	t.Helper()
 	n := realNode(t)
