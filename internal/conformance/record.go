@@ -26,6 +26,10 @@ type Row struct {
 	Controller string `json:"controller"`
 	// Syncmedic is what syncmedic reported and did: rule IDs and remedy outcome, or "no finding" for a near miss.
 	Syncmedic string `json:"syncmedic"`
+	// Kubelet is "real" when the scenario's Pods ran on the real node (testenv.RealNode: containers under a kubelet,
+	// containerd and runc); empty when the test played the kubelet (testenv.Env.Kubelet). The matrix shows it after
+	// the scenario.
+	Kubelet string `json:"kubelet,omitempty"`
 	// Test is the name of the test that produced the row; Passed says whether it passed, Skipped whether it was
 	// skipped (a skipped row is never passed: it proved nothing).
 	Test    string `json:"test"`

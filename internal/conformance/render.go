@@ -46,7 +46,11 @@ func Render(w io.Writer, rows []Row, generatedBy string) error {
 		if result != "passed" {
 			result = "**" + result + "**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | `%s` %s |\n", cell(r.Scenario), cell(r.Version), cell(r.Controller),
+		scenario := r.Scenario
+		if r.Kubelet != "" {
+			scenario += " (kubelet: " + r.Kubelet + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | `%s` %s |\n", cell(scenario), cell(r.Version), cell(r.Controller),
 			cell(r.Syncmedic), r.Test, result)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -20,7 +20,7 @@ func TestRecordedRowsRenderAsOneTablePerToolInAStableOrder(t *testing.T) {
 		{Tool: "Flux", Version: "helm-controller v1.4.3", Scenario: "dependency not ready", Controller: "dependency '<ns>/db' is not ready",
 			Syncmedic: "(test ended before observing)", Test: "TestFlux/dependency", Skipped: true},
 		{Tool: "Argo CD", Version: "v3.6.1", Scenario: "fast hook Job", Controller: "operation Succeeded\nJob deleted by TTL",
-			Syncmedic: "no finding", Test: "TestArgo/fast/v3", Passed: true},
+			Syncmedic: "no finding", Test: "TestArgo/fast/v3", Passed: true, Kubelet: "real"},
 		{Tool: "Argo CD", Version: "v2.14.21", Scenario: "fast hook Job", Controller: "operation Running for 3m",
 			Syncmedic: "argocd/hook-completion-missed", Test: "TestArgo/fast/v2", Passed: false},
 	}

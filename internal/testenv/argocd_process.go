@@ -74,6 +74,8 @@ type RealArgoCD struct {
 	Logs map[string]string
 	// pids maps a component name to the process ID of the process it runs as (the leader of its process group).
 	pids map[string]int
+	// stops stop redis-server and the processes now, oldest first (stopStacksOn runs them newest first).
+	stops []func()
 }
 
 var stacks struct {
@@ -84,9 +86,35 @@ var stacks struct {
 }
 
 type stackEntry struct {
+	env   *Env
 	once  sync.Once
 	stack *RealArgoCD
 	err   error
+}
+
+// stopStacksOn stops the Argo CD stacks started on env now (its control plane is about to stop: the real node's,
+// RealNodeWhileUsed) and forgets them.
+func stopStacksOn(env *Env) {
+	stacks.mu.Lock()
+	var entries []*stackEntry
+	for key, e := range stacks.byID {
+		if e.env == env {
+			entries = append(entries, e)
+			delete(stacks.byID, key)
+		}
+	}
+	delete(stacks.crds, env)
+	delete(stacks.err, env)
+	stacks.mu.Unlock()
+	for _, e := range entries {
+		e.once.Do(func() { e.err = fmt.Errorf("the control plane of this stack stopped") })
+		if e.stack == nil {
+			continue
+		}
+		for i := len(e.stack.stops) - 1; i >= 0; i-- {
+			e.stack.stops[i]()
+		}
+	}
 }
 
 // ArgoCDStack returns the real Argo CD stack of opts.Version on env, starting it on first use (it stays up until the
@@ -106,7 +134,7 @@ func ArgoCDStack(t testing.TB, env *Env, opts ArgoCDStackOptions) *RealArgoCD {
 	key := fmt.Sprintf("%p/%s", env, opts.Version)
 	entry := stacks.byID[key]
 	if entry == nil {
-		entry = &stackEntry{}
+		entry = &stackEntry{env: env}
 		stacks.byID[key] = entry
 	}
 	crdOnce := stacks.crds[env]
@@ -244,12 +272,13 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 	if err := createDefaultProject(ctx, env, server.Namespace); err != nil {
 		return nil, fmt.Errorf("creating AppProject default: %w", err)
 	}
-	redisAddr, _, err := startRedis()
+	redisAddr, stopRedis, err := startRedis()
 	if err != nil {
 		return nil, err
 	}
 	server.Redis = redisAddr
-	s := &RealArgoCD{ArgoCDServer: server, Version: opts.Version, Dir: dir, Logs: map[string]string{}, pids: map[string]int{}}
+	s := &RealArgoCD{ArgoCDServer: server, Version: opts.Version, Dir: dir, Logs: map[string]string{}, pids: map[string]int{},
+		stops: []func(){stopRedis}}
 
 	// Every component gets the same environment: the fake in-cluster destination is the test apiserver, git runs
 	// through Argo CD's wrapper scripts, GPG is off, and the TLS/SSH/GPG data directories exist and are empty.
@@ -361,6 +390,7 @@ func (s *RealArgoCD) startComponent(exe string, envv []string, component string,
 		stopNow := register(func() { stop(); _ = logFile.Close() })
 		if lastErr = ready(ports, exited); lastErr == nil {
 			s.pids[component] = cmd.Process.Pid
+			s.stops = append(s.stops, stopNow)
 			return loopback(ports[0]), nil
 		}
 		stopNow()

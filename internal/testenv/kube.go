@@ -43,6 +43,8 @@ type Env struct {
 	ControllerManagerLog string
 
 	te *envtest.Environment
+	// node is the real node whose control plane this is (RealNode), nil for Kube and KubeWithControllers.
+	node *Node
 	// stops stop the control plane's processes (apiserver and etcd, the controller-manager, the scheduler) now
 	// rather than at teardown; the real node (node.go) stops its own control plane with them.
 	stops []func()

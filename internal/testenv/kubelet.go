@@ -21,7 +21,9 @@ type PodDecision func(pod *corev1.Pod) (phase corev1.PodPhase, act bool)
 // Kubelet plays the kubelet for the Pods of one namespace: it moves every Pod its decision selects to the chosen
 // phase through the status subresource, Running first, as a kubelet reports a container that starts and exits. It is
 // the only part of a node the tests play; Jobs, TTL and garbage collection are the real controllers'
-// (KubeWithControllers).
+// (KubeWithControllers). Scenarios whose timing must be the node's own run on the real node instead (RealNode,
+// RealNodeWhileUsed: RealHookApp runs its hooks there as containers); the played kubelet stays for the scenarios
+// that choose each Pod's outcome and moment.
 type Kubelet struct {
 	env       *Env
 	namespace string

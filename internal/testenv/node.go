@@ -50,6 +50,11 @@ type Node struct {
 	stopOnce  sync.Once
 	stopErr   error
 	removeDir func()
+	// lock is the machine's node lock, released at the end of Stop.
+	lock *nodeLock
+	// webhookOnce imports NodeWebhookImage on first use (WebhookImage).
+	webhookOnce sync.Once
+	webhookErr  error
 }
 
 const (
@@ -61,10 +66,12 @@ const (
 	nodeStartMax = 6 * time.Minute // all of it: apiserver, CRDs, controller-manager, images, Ready; the machine is shared
 )
 
-// NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers,
-// and the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
-// (TaintNodesByCondition).
-var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller")
+// NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers;
+// the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
+// (TaintNodesByCondition); and the endpoints and EndpointSlice controllers, so a Service's endpoints follow its
+// Pods (an admission webhook backend Deployment scaled to zero or rolled out).
+var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller",
+	"endpoints-controller", "endpointslice-controller")
 
 // Host paths the kubelet, containerd or go-cni hard-code, whatever their configured directories: removed at Stop
 // when the node created them.
@@ -90,18 +97,39 @@ var sharedNode struct {
 	mu   sync.Mutex
 	node *Node
 	err  error
+	// users counts the running tests of RealNodeWhileUsed; pinned says a RealNode caller keeps the node until the
+	// binary ends; idle stops an unused node (RealNodeWhileUsed).
+	users  int
+	pinned bool
+	idle   *time.Timer
 }
 
 // RealNode returns the real node shared by the test binary, starting it (and its control plane) on first use; it
-// is stopped at teardown. It skips under -short and fails when `make tools` has not installed what it needs. Only
-// one real node can run on a machine at a time (the kubelet's cgroups and host paths are global).
+// is stopped at teardown (RealNodeWhileUsed stops it earlier). It skips under -short and fails when `make tools` has
+// not installed what it needs, when the node cannot start (not root, say), or when another test binary's node still
+// runs after nodeLockWait: only one real node can run on a machine at a time (the kubelet's cgroups and host paths
+// are global), so a second one waits for the machine's lock (nodeLockPath).
 func RealNode(t testing.TB) *Node {
+	t.Helper()
+	n := realNode(t)
+	sharedNode.mu.Lock()
+	sharedNode.pinned = true
+	sharedNode.mu.Unlock()
+	return n
+}
+
+// realNode returns the shared node, starting it when none runs (RealNode, RealNodeWhileUsed).
+func realNode(t testing.TB) *Node {
 	t.Helper()
 	skipShort(t)
 	requireMain(t)
 	s := &sharedNode
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.idle != nil { // a test wants the node again before it stopped for being idle
+		s.idle.Stop()
+		s.idle = nil
+	}
 	if s.node == nil && s.err == nil {
 		s.node, s.err = startNode(context.Background())
 	}
@@ -117,7 +145,11 @@ func stopSharedNode() (*Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.node
-	s.node = nil
+	s.node, s.pinned = nil, false
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
 	if n == nil {
 		return nil, errors.New("no real node is running")
 	}
@@ -127,8 +159,6 @@ func stopSharedNode() (*Node, error) {
 // startNode starts the control plane, the network namespace, containerd, the images, the scheduler and the
 // kubelet, and waits until the node is Ready. On failure it stops whatever it started.
 func startNode(ctx context.Context) (_ *Node, err error) {
-	ctx, cancel := context.WithTimeout(ctx, nodeStartMax)
-	defer cancel()
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -136,12 +166,27 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	if err := checkNodeTools(bin); err != nil {
 		return nil, err
 	}
+	lockCtx, cancelLock := context.WithTimeout(ctx, nodeLockWait)
+	defer cancelLock()
+	lock, err := acquireNodeLock(lockCtx, nodeLockPath)
+	if err != nil {
+		return nil, err
+	}
+	// The start's own budget begins once the machine's node is this binary's.
+	ctx, cancel := context.WithTimeout(ctx, nodeStartMax)
+	defer cancel()
+	// A binary killed with its node gave the lock back at once; its reaper may still be removing the cgroups.
+	for deadline := time.Now().Add(time.Minute); kubepodsLeft() && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+	}
 	host, err := recordHost()
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	dir, removeDir, err := tempDir("node-")
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	// n, not the result: the deferred clean-up below must see the node when startNode returns nil.
@@ -149,6 +194,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	n.NetnsPath = "/run/netns/" + n.netnsName
 	n.ContainerdSocket = filepath.Join(dir, "containerd", "containerd.sock")
 	n.removeDir = removeDir
+	n.lock = lock
 	unregister := register(func() {
 		if err := n.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping the real node: %v\n", err)
@@ -271,6 +317,16 @@ func recordHost() (hostState, error) {
 	return h, nil
 }
 
+// kubepodsLeft reports whether a kubelet's top-level cgroup exists in any hierarchy.
+func kubepodsLeft() bool {
+	for _, c := range cgroupDirs() {
+		if filepath.Base(c) == "kubepods" {
+			return true
+		}
+	}
+	return false
+}
+
 // cgroupDirs lists the node's top-level cgroups (nodeCgroups) present in any hierarchy.
 func cgroupDirs() []string {
 	var dirs []string
@@ -328,9 +384,12 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		te.CRDInstallOptions.MaxTime = time.Minute // the default 10 s is too short on a loaded machine
 		api := te.ControlPlane.GetAPIServer()
 		api.Out, api.Err = apiserverLog, apiserverLog
+		// The apiserver calls a webhook's Service at one of its endpoints' addresses (enable-aggregator-routing), a
+		// Pod's on the node's bridge, through the egress proxy: no kube-proxy routes a ClusterIP here.
 		api.Configure().
 			Set("egress-selector-config-file", egress).
-			Set("kubelet-preferred-address-types", "InternalIP")
+			Set("kubelet-preferred-address-types", "InternalIP").
+			Set("enable-aggregator-routing", "true")
 	})
 	if env != nil {
 		n.stops = append(n.stops, env.stopControlPlane)
@@ -339,6 +398,7 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		return fmt.Errorf("kube-apiserver and etcd: %w\n%s", err, tail(apiserverLog.Name(), 30))
 	}
 	n.Env = env
+	env.node = n
 	if err := env.startControllerManager(NodeControllers); err != nil {
 		return err
 	}
@@ -463,6 +523,37 @@ func (n *Node) importImages(ctx context.Context, _ string) error {
 	return nil
 }
 
+// WebhookImage builds NodeWebhookImage and imports it into the node's containerd on first use, and returns its name.
+func (n *Node) WebhookImage(t testing.TB) string {
+	t.Helper()
+	n.webhookOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		root, err := moduleRoot()
+		if err != nil {
+			n.webhookErr = err
+			return
+		}
+		img, err := webhookImage(ctx, root, filepath.Join(n.Dir, "img"))
+		if err != nil {
+			n.webhookErr = err
+			return
+		}
+		p := filepath.Join(n.Dir, "img", "webhook.tar")
+		if err := os.WriteFile(p, img.Tar, 0o600); err != nil {
+			n.webhookErr = err
+			return
+		}
+		if b, err := n.ctr(ctx, "images", "import", p); err != nil {
+			n.webhookErr = fmt.Errorf("importing the webhook image: %w\n%s", err, b)
+		}
+	})
+	if n.webhookErr != nil {
+		t.Fatalf("testenv: the webhook image: %v", n.webhookErr)
+	}
+	return NodeWebhookImage
+}
+
 // startScheduler runs bin/kube-scheduler beside the apiserver, on the host's loopback.
 func (n *Node) startScheduler(_ context.Context, bin string) error {
 	logPath := filepath.Join(n.Dir, "kube-scheduler.log")
@@ -531,6 +622,9 @@ func nodeReady(node *corev1.Node) bool {
 // its sysctls restored, the host paths it created and Dir removed. It returns what was left nevertheless.
 func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
+		if n.Env != nil {
+			stopStacksOn(n.Env) // the Argo CD stacks on its control plane first: they would only log its absence
+		}
 		// Newest first: kubelet, scheduler, containers, containerd, the control plane, the proxies.
 		for i := len(n.stops) - 1; i >= 0; i-- {
 			n.stops[i]()
@@ -548,6 +642,7 @@ func (n *Node) Stop() error {
 			errs = append(errs, fmt.Errorf("left behind: %s", strings.Join(left, "; ")))
 		}
 		n.stopErr = errors.Join(errs...)
+		n.lock.release()
 	})
 	return n.stopErr
 }

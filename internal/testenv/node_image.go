@@ -23,6 +23,9 @@ import (
 const (
 	NodePauseImage   = "docker.io/local/pause:1"
 	NodeBusyboxImage = "docker.io/local/busybox:1"
+	// NodeWebhookImage is internal/testenv/nodewebhook, a validating admission webhook backend serving HTTPS on
+	// port 8443 with the key pair of a Secret mounted at /tls; imported when a test asks (Node.WebhookImage).
+	NodeWebhookImage = "docker.io/local/admission-webhook:1"
 )
 
 // imageFile is one entry of an image's single layer: a regular file (Data, Mode), a directory (Dir) or a symbolic
@@ -171,21 +174,31 @@ func busyboxImage(ctx context.Context, busyboxPath string) (ociImage, error) {
 // pauseImage builds NodePauseImage from internal/testenv/nodepause, compiled statically and reproducibly with the
 // go command of this test run into dir.
 func pauseImage(ctx context.Context, moduleRoot, dir string) (ociImage, error) {
-	out := filepath.Join(dir, "pause")
+	return goProgramImage(ctx, moduleRoot, dir, "nodepause", "pause", NodePauseImage)
+}
+
+// webhookImage builds NodeWebhookImage from internal/testenv/nodewebhook, as pauseImage builds the pause image.
+func webhookImage(ctx context.Context, moduleRoot, dir string) (ociImage, error) {
+	return goProgramImage(ctx, moduleRoot, dir, "nodewebhook", "webhook", NodeWebhookImage)
+}
+
+// goProgramImage builds the image name holding only /<file>, the static build of internal/testenv/<program>.
+func goProgramImage(ctx context.Context, moduleRoot, dir, program, file, name string) (ociImage, error) {
+	out := filepath.Join(dir, file)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out,
-		"./internal/testenv/nodepause")
+		"./internal/testenv/"+program)
 	cmd.Dir = moduleRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return ociImage{}, fmt.Errorf("building the pause program: %w\n%s", err, b)
+		return ociImage{}, fmt.Errorf("building %s: %w\n%s", program, err, b)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
 		return ociImage{}, err
 	}
-	files := []imageFile{{Path: "pause", Data: data, Mode: 0o755}}
+	files := []imageFile{{Path: file, Data: data, Mode: 0o755}}
 	for _, d := range rootDirs {
 		files = append(files, imageFile{Path: d, Dir: true})
 	}
-	return buildOCIImage(NodePauseImage, files, []string{"/pause"})
+	return buildOCIImage(name, files, []string{"/" + file})
 }

@@ -148,6 +148,51 @@ func TestRealNodeJobTwoCompletions(t *testing.T) {
 	}
 }
 
+// TestRealNodeCountsHookStarts runs a hook container (RealHook's script on the node) in a Job that retries it: the
+// host directory counts every start (HookRuns), one line per Pod.
+func TestRealNodeCountsHookStarts(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	dir := filepath.Join(n.Dir, "hooks", ns)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	runs, err := HookRuns(dir, "migrate")
+	require.NoError(t, err)
+	require.Empty(t, runs, "nothing ran yet")
+
+	hook := RealHook{Name: "migrate", Run: PodFails}
+	pod := busyboxPod(ns, "", "sh", "-c", hook.nodeScript())
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "hooks", MountPath: nodeHookDir}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "hooks", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectory)}}}}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "migrate"},
+		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: pod.Spec}},
+	}
+	_, err = n.Clientset.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pollNode(t, n, "job "+ns+"/migrate fails after its retry", func() (bool, error) {
+		j, err := n.Clientset.BatchV1().Jobs(ns).Get(context.Background(), "migrate", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	pods, err := n.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=migrate"})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	runs, err = HookRuns(dir, "migrate")
+	require.NoError(t, err)
+	require.ElementsMatch(t, names, runs, "one start per Pod the Job ran (backoffLimit 1: two), each naming its Pod")
+}
+
 func TestRealNodeImagesAreReproducible(t *testing.T) {
 	n := RealNode(t)
 	ctx := context.Background()
@@ -278,4 +323,32 @@ func TestRealNodeKilledChild(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+func TestTheNodeLockMakesASecondNodeWaitUntilTheFirstStops(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.lock")
+	first, err := acquireNodeLock(context.Background(), path)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = acquireNodeLock(ctx, path)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a second node must wait while the first holds the lock")
+	holder, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("%d\n", os.Getpid()), string(holder), "the lock names its holder")
+
+	got := make(chan error, 1)
+	go func() {
+		second, err := acquireNodeLock(context.Background(), path)
+		second.release()
+		got <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	first.release()
+	select {
+	case err := <-got:
+		require.NoError(t, err, "the waiting node gets the lock once the first is released")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting node did not get the lock within 10s of its release")
+	}
 }

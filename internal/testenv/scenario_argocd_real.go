@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +25,9 @@ import (
 
 // Scenarios driven by a real Argo CD stack (ArgoCDStack): each Application's source is a local git repository of hook
 // Jobs and a ConfigMap, synced through argocd-server's API, its hooks run by the real Job, TTL-after-finished and
-// garbage-collector controllers (KubeWithControllers), with the test playing only the kubelet.
+// garbage-collector controllers. On KubeWithControllers the test plays the kubelet (Env.Kubelet moves each hook's Pod
+// as its PodRun says); on a real node's control plane (RealNode, RealNodeWhileUsed) each hook's Pod runs for real,
+// a busybox container whose command does what its PodRun says, and counts its starts (RealHookApp.Runs).
 
 // PodRun says what the kubelet does with a hook Job's Pod.
 type PodRun int
@@ -35,7 +39,13 @@ const (
 	PodRunsUntilReleased
 	// PodFails: the Pod runs and exits 1 at once.
 	PodFails
+	// PodSleeps: the Pod runs for RealHook.Sleep, then exits 0 (on a real node only: `sleep N`).
+	PodSleeps
 )
+
+// nodeHookDir is where a hook's container on a real node finds its host directory (a hostPath volume): it appends a
+// line to <job>.runs when it starts, and a PodRunsUntilReleased hook waits for <job>.release.
+const nodeHookDir = "/syncmedic-hooks"
 
 // RealHook is a hook Job in git.
 type RealHook struct {
@@ -54,12 +64,16 @@ type RealHook struct {
 	Image string
 	// Run is what the kubelet does with the Job's Pod.
 	Run PodRun
+	// Sleep is how long a PodSleeps hook's container runs.
+	Sleep time.Duration
 }
 
 // TTL returns a pointer to seconds, for RealHook.TTL.
 func TTL(seconds int32) *int32 { return &seconds }
 
-func (h RealHook) manifest() string {
+// manifest is the Job's YAML: for the played kubelet (hostDir empty) a container that never runs; for a real node a
+// busybox container that appends to hostDir/<name>.runs when it starts, then does what Run says.
+func (h RealHook) manifest(hostDir string) string {
 	if h.Hook == "" {
 		h.Hook = synccommon.HookTypePreSync
 	}
@@ -77,8 +91,32 @@ func (h RealHook) manifest() string {
 	if h.TTL != nil {
 		fmt.Fprintf(&b, "  ttlSecondsAfterFinished: %d\n", *h.TTL)
 	}
-	fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: %s\n        command: [\"true\"]\n", h.Image)
+	if hostDir == "" {
+		fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: %s\n        command: [\"true\"]\n", h.Image)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: 1\n")
+	fmt.Fprintf(&b, "      containers:\n      - name: main\n        image: %s\n        imagePullPolicy: Never\n", NodeBusyboxImage)
+	fmt.Fprintf(&b, "        command: [\"sh\", \"-c\", %q]\n", h.nodeScript())
+	fmt.Fprintf(&b, "        volumeMounts:\n        - {name: hooks, mountPath: %s}\n", nodeHookDir)
+	fmt.Fprintf(&b, "      volumes:\n      - name: hooks\n        hostPath: {path: %q, type: Directory}\n", hostDir)
 	return b.String()
+}
+
+// nodeScript is the shell command of the hook's container on a real node: count the start, then `true`, `exit 1`,
+// `sleep N`, or wait for the release file.
+func (h RealHook) nodeScript() string {
+	start := fmt.Sprintf("echo \"$HOSTNAME\" >> %s/%s.runs", nodeHookDir, h.Name)
+	switch h.Run {
+	case PodFails:
+		return start + " && exit 1"
+	case PodSleeps:
+		return fmt.Sprintf("%s && sleep %d", start, int(h.Sleep.Round(time.Second)/time.Second))
+	case PodRunsUntilReleased:
+		return fmt.Sprintf("%s && while [ ! -e %s/%s.release ]; do sleep 0.2; done", start, nodeHookDir, h.Name)
+	default:
+		return start + " && true"
+	}
 }
 
 // RealHookApp is an Application of a real Argo CD stack whose source is its own git repository: a ConfigMap
@@ -90,8 +128,12 @@ type RealHookApp struct {
 	Name string
 	// Namespace is the destination namespace (hooks and the ConfigMap live there).
 	Namespace string
-	// Kubelet runs the namespace's Pods as each hook's Run says.
+	// Kubelet runs the namespace's Pods as each hook's Run says (played; nil on a real node).
 	Kubelet *Kubelet
+	// Node is the real node the hooks run on (nil with the played kubelet); HostDir the host directory their
+	// containers count their starts in and find their release files.
+	Node    *Node
+	HostDir string
 
 	mu       sync.Mutex
 	runs     map[string]PodRun
@@ -144,10 +186,18 @@ func (a *RealHookApp) Selector() string { return RealAppLabel + "=" + a.Name }
 func NewRealHookApp(t testing.TB, stack *RealArgoCD, name string, cm ConfigMapData, hooks ...RealHook) *RealHookApp {
 	t.Helper()
 	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName(name), Namespace: stack.Env.Namespace(t),
-		runs: map[string]PodRun{}, released: map[string]bool{}}
+		runs: map[string]PodRun{}, released: map[string]bool{}, Node: stack.Env.node}
+	if a.Node != nil {
+		a.HostDir = filepath.Join(a.Node.Dir, "hooks", a.Namespace)
+		if err := os.MkdirAll(a.HostDir, 0o755); err != nil {
+			t.Fatalf("testenv: creating the hooks' host directory: %v", err)
+		}
+	}
 	a.write(t, cm, hooks)
 	a.Repo.Commit(t, "app "+a.Name)
-	a.Kubelet = stack.Env.Kubelet(t, a.Namespace, a.decide)
+	if a.Node == nil {
+		a.Kubelet = stack.Env.Kubelet(t, a.Namespace, a.decide)
+	}
 	app := &v1alpha1.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: stack.Namespace, Labels: map[string]string{RealAppLabel: a.Name}},
 		Spec: v1alpha1.ApplicationSpec{
@@ -174,7 +224,10 @@ func (a *RealHookApp) write(t testing.TB, cm ConfigMapData, hooks []RealHook) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, h := range hooks {
-		a.Repo.Write(t, "app/hook-"+h.Name+".yaml", h.manifest())
+		if a.Node != nil && h.Image != "" {
+			t.Fatalf("testenv: hook %s: a real node runs only %s (RealHook.Image is for the played kubelet)", h.Name, NodeBusyboxImage)
+		}
+		a.Repo.Write(t, "app/hook-"+h.Name+".yaml", h.manifest(a.HostDir))
 		a.runs[h.Name] = h.Run
 	}
 }
@@ -201,9 +254,16 @@ func (a *RealHookApp) decide(pod *corev1.Pod) (corev1.PodPhase, bool) {
 	}
 }
 
-// Release lets the Pod of hook Job name (held by PodRunsUntilReleased) exit 0.
+// Release lets the Pod of hook Job name (held by PodRunsUntilReleased) exit 0; on a real node, by creating the file
+// its container waits for (every later run of the hook exits at once too).
 func (a *RealHookApp) Release(t testing.TB, name string) {
 	t.Helper()
+	if a.Node != nil {
+		if err := os.WriteFile(filepath.Join(a.HostDir, name+".release"), nil, 0o644); err != nil {
+			t.Fatalf("testenv: releasing hook %s: %v", name, err)
+		}
+		return
+	}
 	a.mu.Lock()
 	a.released[name] = true
 	a.mu.Unlock()
@@ -214,9 +274,29 @@ func (a *RealHookApp) Release(t testing.TB, name string) {
 // called again, so that a test can pause the controller before that run finishes.
 func (a *RealHookApp) Hold(t testing.TB, name string) {
 	t.Helper()
+	if a.Node != nil {
+		if err := os.Remove(filepath.Join(a.HostDir, name+".release")); err != nil && !os.IsNotExist(err) {
+			t.Fatalf("testenv: holding hook %s: %v", name, err)
+		}
+		return
+	}
 	a.mu.Lock()
 	a.released[name] = false
 	a.mu.Unlock()
+}
+
+// Runs returns how many times the container of hook Job name started on the real node (Node.HookRuns); it fails the
+// test with the played kubelet, which runs nothing.
+func (a *RealHookApp) Runs(t testing.TB, name string) int {
+	t.Helper()
+	if a.Node == nil {
+		t.Fatalf("testenv: hook %s: only a real node counts what ran", name)
+	}
+	runs, err := HookRuns(a.HostDir, name)
+	if err != nil {
+		t.Fatalf("testenv: counting the runs of hook %s: %v", name, err)
+	}
+	return len(runs)
 }
 
 // Sync starts a sync of the app's target revision through argocd-server's ApplicationService (what `argocd app
@@ -662,4 +742,18 @@ func ScenarioRealOldHookHeldBy(t testing.TB, stack *RealArgoCD, finalizers ...st
 	start := time.Now()
 	app.Sync(t)
 	return app, start
+}
+
+// HookRuns reads from the node's host directory dir (RealHookApp.HostDir) one entry per start of hook Job name's
+// container: the Pod name each start wrote (its HOSTNAME), in order. A hook that never started has none. The error
+// means the file is unreadable (do not retry).
+func HookRuns(dir, name string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name+".runs"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(data)), nil
 }

@@ -131,18 +131,24 @@ func completedSince(start time.Time) func(*v1alpha1.Application) bool {
 
 func phase(app *v1alpha1.Application) synccommon.OperationPhase { return testenv.OperationPhase(app) }
 
-// The fast-Job race (argo-cd #21055, #6880), forced: a PreSync hook Job with ttlSecondsAfterFinished: 0 runs; the
-// test pauses the real application-controller (SIGSTOP), lets the hook's Pod exit, waits until the real TTL
-// controller has deleted the Job, and resumes the controller — what happens when a fast Job completes between two
-// looks of a busy controller. v2.14.21 never sees the hook finish: the operation waits for it forever; syncmedic
-// announces argocd/hook-completion-missed about the Job and, on auto, terminates and re-syncs once. The re-sync runs
-// the TTL-0 hook again, and the test makes it lose the same race (paused again once the first incident resolved; left
-// alone it usually loses too, but not always, and the row would change from run to run): the remedy is then proposed
-// to a person, not repeated. v3.6.1's hook finalizer keeps the deleted Job until the controller has seen it finish: the sync
-// succeeds and nothing is reported.
+// The fast-Job race (argo-cd #21055, #6880), forced, on the real node: a PreSync hook Job with
+// ttlSecondsAfterFinished: 0 runs as a busybox container that waits for a release file; the test pauses the real
+// application-controller (SIGSTOP), releases the container (it exits 0), waits until the real TTL controller has
+// deleted the Job, and resumes the controller — what happens when a fast Job completes between two looks of a busy
+// controller, with the kubelet's, containerd's and the Job controller's own timing. v2.14.21 never sees the hook
+// finish: the operation waits for it forever; syncmedic announces argocd/hook-completion-missed about the Job and,
+// on auto with rerunHooks, terminates and re-syncs once. The re-sync runs the TTL-0 hook again, and the test makes it
+// lose the same race (its container held until the first incident resolved, then released with the controller
+// paused again; left alone it usually loses too, but not always, and the row would change from run to run): the
+// remedy is then proposed to a person, not repeated, and the node counts two starts of the hook's container, the
+// first sync's and the re-sync's. v3.6.1's hook finalizer keeps the deleted Job until the controller has seen it
+// finish: the sync succeeds, nothing is reported, and the hook ran once.
+//
+// It runs before the parallel tests (not t.Parallel; its two versions in parallel), beside
+// TestALostMigrationHookNeverRunsTwiceUnattended: the real node of this binary (RealNodeWhileUsed) stops once both
+// are done, so the internal/testenv binary of the same `make test` gets the machine's one node early.
 func TestFastHookJobWithTTLZero(t *testing.T) {
-	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := testenv.RealNodeWhileUsed(t).Env
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		v2 := version == testenv.ArgoCDV2
 		name := "on " + version + " a hook Job deleted by its TTL before the controller saw it finish leaves the sync waiting, and is reported and recovered"
@@ -152,6 +158,7 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := row(version, "fast hook Job (ttlSecondsAfterFinished: 0) completing and TTL-deleted while the controller does not look (paused)")
+			r.Kubelet = "real"
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			record(t, r)
 			app, start := testenv.ScenarioRealHookRunning(t, stack, "fast-hook", testenv.RealHook{Name: "clean-reports",
@@ -183,6 +190,9 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 					"the controller releases the hook Job")
 				d := startServeDaemon(t, app, autoPolicy)
 				require.False(t, nearMiss(t, d, app, r, autoThresholds, false), "a finished sync is not reported: %s", d.slack.summary())
+				runs := app.Runs(t, "clean-reports")
+				r.Syncmedic += fmt.Sprintf("; the node ran the hook's container %d time(s)", runs)
+				require.Equal(t, 1, runs, "the hook ran once on the node")
 				return
 			}
 			if held != nil {
@@ -192,6 +202,7 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 			require.False(t, finished, "v2.14.21 never sees the deleted hook finish: %s", testenv.DescribeOperation(got))
 			require.Equal(t, synccommon.OperationRunning, phase(got), "the operation is waiting: %s", testenv.DescribeOperation(got))
 			require.Contains(t, got.Status.OperationState.Message, "clean-reports")
+			require.Equal(t, 1, app.Runs(t, "clean-reports"), "the lost hook ran once on the node before syncmedic started")
 
 			// The re-sync runs the TTL-0 hook again; its Pod is held until the first incident has resolved and the
 			// controller is paused again, so that it loses the same race every time (unpaused it usually does too,
@@ -218,12 +229,14 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 			require.True(t, waitFor(remedyWithin, notRepeated), "the remedy is not repeated when the re-sync loses its hook too: %s", srv.summary())
 			after := app.Get(t)
 			incidents := len(srv.roots())
-			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about the hook Job clean-reports, nothing else; first thread: %s; %d incident(s); operation then %s",
-				resolvedThread(t, srv, root), incidents, testenv.DescribeOperation(after))
+			runs := app.Runs(t, "clean-reports")
+			r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed announced about the hook Job clean-reports, nothing else; first thread: %s; %d incident(s); operation then %s; the node ran the hook's container %d times (the sync's, the re-sync's)",
+				resolvedThread(t, srv, root), incidents, testenv.DescribeOperation(after), runs)
 			require.Len(t, remediesApplied(srv), 1, "the remedy is applied once: %s", srv.summary())
 			onlyAnnounced(t, srv, lost)
 			require.Equal(t, 2, incidents, "one remedy, then one proposal, never a loop: %s", srv.summary())
 			require.Equal(t, synccommon.OperationRunning, phase(after), "the re-sync waits for its lost hook: %s", testenv.DescribeOperation(after))
+			require.Equal(t, 2, runs, "rerunHooks: the one re-sync ran the hook once more on the node, no more")
 			r.Syncmedic += "; the re-sync lost the same race (forced: controller paused), and the remedy was not repeated: proposed to a person"
 		})
 	}
