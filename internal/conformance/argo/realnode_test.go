@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -50,10 +51,12 @@ func TestALostMigrationHookNeverRunsTwiceUnattended(t *testing.T) {
 			r.Kubelet = "real"
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			record(t, r)
-			app, start := testenv.ScenarioRealHookRunning(t, stack, "migration", testenv.RealHook{Name: "db-migrate",
-				Hook: synccommon.HookTypePreSync, TTL: testenv.TTL(0), Run: testenv.PodRunsUntilReleased})
-			loseHookWhilePaused(t, app, v2)
-			got, finished := app.WaitApp(t, controllerWindow, completedSince(start))
+			race := fastHookRace(t, stack, "migration", "db-migrate", v2)
+			app, got, finished := race.app, race.got, race.finished
+			if !v2 {
+				require.NotNil(t, race.held, "v3's hook finalizer keeps the TTL-deleted Job until the controller saw it")
+				require.Contains(t, race.held.Finalizers, testenv.HookFinalizer, race.heldDesc)
+			}
 			_, job := app.JobState(t, "db-migrate")
 			r.Controller = fmt.Sprintf("%s after the controller resumed: operation %s; hook Job %s", controllerWindow,
 				testenv.DescribeOperation(got), job)
@@ -93,19 +96,43 @@ func TestALostMigrationHookNeverRunsTwiceUnattended(t *testing.T) {
 	}
 }
 
-// loseHookWhilePaused pauses the application-controller, lets the running hook "db-migrate" exit, waits until the TTL
-// controller deleted its Job (on v2, until it is gone; v3's hook finalizer holds it) and resumes the controller.
-func loseHookWhilePaused(t *testing.T, app *testenv.RealHookApp, v2 bool) {
+// fastHookRaceTry is what one try of fastHookRace saw.
+type fastHookRaceTry struct {
+	app      *testenv.RealHookApp
+	start    time.Time
+	held     *batchv1.Job // the hook Job once the TTL controller had deleted it (nil: already gone)
+	heldDesc string
+	got      *v1alpha1.Application // the application controllerWindow after the controller resumed
+	finished bool                  // whether its operation completed meanwhile
+}
+
+// fastHookRace runs the fast-Job race on the real node: a PreSync hook Job hook (ttlSecondsAfterFinished: 0) of a
+// new app name waits for its release file; the test pauses the application-controller (SIGSTOP), releases the
+// container, waits until the TTL controller deleted the Job (on v2, until it is gone; v3's hook finalizer holds
+// it), resumes the controller and waits controllerWindow for the operation. The resumed controller reads the Job's
+// watch events that queued while it was stopped, completion then deletion, and now and then reaches the hook
+// between the two: it saw the hook finish after all. On v2, where the test needs the lost hook, such a try is
+// logged and the race run again on a new app, at most lostHookAttempts times (the last try is returned as it is,
+// for the caller's assertions to report).
+func fastHookRace(t *testing.T, stack *testenv.RealArgoCD, name, hook string, v2 bool) fastHookRaceTry {
 	t.Helper()
-	resume := app.Stack.PauseController(t)
-	app.Release(t, "db-migrate")
-	deleted := app.WaitJob(t, "db-migrate", controllerWindow, func(j *batchv1.Job) bool { return j == nil || j.DeletionTimestamp != nil })
-	gone := !v2 || app.WaitJob(t, "db-migrate", controllerWindow, func(j *batchv1.Job) bool { return j == nil })
-	held, desc := app.JobState(t, "db-migrate")
-	resume()
-	require.True(t, deleted && gone, "the TTL controller deletes the completed hook Job while the controller is paused: %s", desc)
-	if !v2 {
-		require.NotNil(t, held, "v3's hook finalizer keeps the TTL-deleted Job until the controller saw it")
-		require.Contains(t, held.Finalizers, testenv.HookFinalizer, desc)
+	for attempt := 1; ; attempt++ {
+		app, start := testenv.ScenarioRealHookRunning(t, stack, name, testenv.RealHook{Name: hook,
+			Hook: synccommon.HookTypePreSync, TTL: testenv.TTL(0), Run: testenv.PodRunsUntilReleased})
+		resume := stack.PauseController(t)
+		app.Release(t, hook)
+		deleted := app.WaitJob(t, hook, controllerWindow, func(j *batchv1.Job) bool { return j == nil || j.DeletionTimestamp != nil })
+		held, desc := app.JobState(t, hook)
+		// The TTL controller deletes in the foreground: for a moment the Job is still there, deleting, while its Pod
+		// goes. On v2 the controller stays paused until it is gone.
+		gone := !v2 || app.WaitJob(t, hook, controllerWindow, func(j *batchv1.Job) bool { return j == nil })
+		resume()
+		require.True(t, deleted && gone, "the TTL controller deletes the completed hook Job while the controller is paused: %s", desc)
+		got, finished := app.WaitApp(t, controllerWindow, completedSince(start))
+		try := fastHookRaceTry{app: app, start: start, held: held, heldDesc: desc, got: got, finished: finished}
+		if !v2 || !finished || attempt == lostHookAttempts {
+			return try
+		}
+		t.Logf("attempt %d: the resumed controller replayed the hook Job's completion before its deletion and saw it finish: %s", attempt, testenv.DescribeOperation(got))
 	}
 }
