@@ -8,10 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/syncmedic/syncmedic/silence"
 )
 
@@ -92,14 +88,11 @@ func (s *FileStore) SaveSilences(_ context.Context, ss []silence.Silence) error 
 
 // LoadSilences reads the ConfigMap's silences.json; a missing ConfigMap or key is none.
 func (s *ConfigMapStore) LoadSilences(ctx context.Context) ([]silence.Silence, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	b, err := s.readKey(ctx, ConfigMapSilencesKey)
+	if err != nil || b == nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	ss, err := DecodeSilences([]byte(cm.Data[ConfigMapSilencesKey]))
+	ss, err := DecodeSilences(b)
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapSilencesKey, err)
 	}
@@ -113,30 +106,7 @@ func (s *ConfigMapStore) SaveSilences(ctx context.Context, ss []silence.Silence)
 	if err != nil {
 		return err
 	}
-	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/name": "syncmedic", "app.kubernetes.io/component": "state"}},
-			Data: map[string]string{ConfigMapSilencesKey: string(b)},
-		}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	if cm.Data == nil {
-		cm.Data = map[string]string{}
-	}
-	cm.Data[ConfigMapSilencesKey] = string(b)
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("update ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return nil
+	return s.writeKey(ctx, ConfigMapSilencesKey, b)
 }
 
 // LoadSilences returns a copy of what SaveSilences stored, monotonic clock readings stripped.

@@ -115,6 +115,28 @@ var _ Store = (*ConfigMapStore)(nil)
 
 // Load reads the ConfigMap; a missing ConfigMap is an empty store.
 func (s *ConfigMapStore) Load(ctx context.Context) ([]Incident, error) {
+	b, err := s.readKey(ctx, ConfigMapDataKey)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	inc, err := decodeStore(b)
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapDataKey, err)
+	}
+	return inc, nil
+}
+
+// Save writes the ConfigMap's incidents (the silences' key untouched), creating the ConfigMap when it does not exist.
+func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
+	b, err := encodeStore(incidents)
+	if err != nil {
+		return err
+	}
+	return s.writeKey(ctx, ConfigMapDataKey, b)
+}
+
+// readKey returns the ConfigMap's key; nil when the ConfigMap does not exist (an empty store).
+func (s *ConfigMapStore) readKey(ctx context.Context, key string) ([]byte, error) {
 	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -122,29 +144,21 @@ func (s *ConfigMapStore) Load(ctx context.Context) ([]Incident, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	inc, err := decodeStore([]byte(cm.Data[ConfigMapDataKey]))
-	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapDataKey, err)
-	}
-	return inc, nil
+	return []byte(cm.Data[key]), nil
 }
 
-// Save writes the ConfigMap, creating it when it does not exist.
-func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
-	b, err := encodeStore(incidents)
-	if err != nil {
-		return err
-	}
+// writeKey sets the ConfigMap's key to b and leaves its other keys as they are, creating the ConfigMap when it does
+// not exist.
+func (s *ConfigMapStore) writeKey(ctx context.Context, key string, b []byte) error {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
 				Labels: map[string]string{"app.kubernetes.io/name": "syncmedic", "app.kubernetes.io/component": "state"}},
-			Data: map[string]string{ConfigMapDataKey: string(b)},
+			Data: map[string]string{key: string(b)},
 		}
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		return nil
@@ -155,7 +169,7 @@ func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[ConfigMapDataKey] = string(b)
+	cm.Data[key] = string(b)
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 	}
