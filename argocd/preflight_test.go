@@ -1,7 +1,6 @@
 package argocd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/policy"
 )
 
@@ -38,24 +38,6 @@ func (c *cani) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.asked)
-}
-
-// lockedBuffer is a log destination safe for the watcher's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (c *cani) CanI(_ context.Context, in *accountpkg.CanIRequest, _ ...grpc.CallOption) (*accountpkg.CanIResponse, error) {
@@ -214,7 +196,7 @@ func TestCheckRemedies(t *testing.T) {
 
 func TestWatcherReadyFollowsThePreflight(t *testing.T) {
 	access := &cani{answers: map[string]any{}}
-	logs := &lockedBuffer{}
+	logs := &testenv.LockedBuffer{}
 	w, err := NewWatcher(WatcherOptions{Client: &fakeArgo{version: "v2.14.21"}, Access: access, AccessRecheck: 10 * time.Millisecond,
 		MinBackoff: time.Millisecond, Projects: []string{"shop"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ func TestServeChecksTheArgoCDAccount(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
 	policy := writeFile(t, "policy.yaml", "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n    projects: [default]\n")
-	serve := func(t *testing.T, account string) (base string, logs *lockedBuffer) {
+	serve := func(t *testing.T, account string) (base string, logs *testenv.LockedBuffer) {
 		r := startServe(t, "--policy-file", policy, "--state-file", filepath.Join(t.TempDir(), "state.json"),
 			"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", argo.Token(t, account)))
 		return r.Base, r.Logs

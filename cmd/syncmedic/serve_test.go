@@ -8,26 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
-
-// lockedBuffer collects a running command's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -63,7 +50,7 @@ func TestServeWithoutAClusterRunsOnlyTheReceiver(t *testing.T) {
 	tokenFile := writeFile(t, "token", token+"\n")
 	stateFile := filepath.Join(t.TempDir(), "state.json")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testenv.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--log-format", "text", "--state-file", stateFile,
@@ -120,7 +107,7 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 
 func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
 	file := writeFile(t, "policy.yaml", "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n")
-	var logs lockedBuffer
+	var logs testenv.LockedBuffer
 	log, err := newLogger("json", "info", &logs)
 	require.NoError(t, err)
 	h, err := newPolicyHolder(context.Background(), &serveOptions{policyFile: file, policyReload: 10 * time.Millisecond}, nil, log)
@@ -153,7 +140,7 @@ func replaceFile(t *testing.T, path, content string) {
 // runningServe is `syncmedic serve` run in-process by a test until the test ends.
 type runningServe struct {
 	Base string // http://127.0.0.1:port
-	Logs *lockedBuffer
+	Logs *testenv.LockedBuffer
 	done chan int
 }
 
@@ -164,10 +151,10 @@ func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 	t.Helper()
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	s := &runningServe{Base: "http://" + addr, Logs: &lockedBuffer{}, done: make(chan int, 1)}
+	s := &runningServe{Base: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		s.done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "text"}, args...), &lockedBuffer{}, s.Logs)
+		s.done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "text"}, args...), &testenv.LockedBuffer{}, s.Logs)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -48,12 +48,12 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			addr, logs := freeAddr(t), &lockedBuffer{}
+			addr, logs := freeAddr(t), &testenv.LockedBuffer{}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan int, 1)
 			args := append([]string{"serve", "--listen", addr, "--log-format", "text", "--state-file", filepath.Join(t.TempDir(), "state.json"),
 				"--argocd-server", tlsAddr, "--argocd-token-file", tokenFile}, tt.args...)
-			go func() { done <- run(ctx, args, &lockedBuffer{}, logs) }()
+			go func() { done <- run(ctx, args, &testenv.LockedBuffer{}, logs) }()
 			defer func() {
 				cancel()
 				select {
@@ -81,7 +81,7 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 		require.Contains(t, out+errOut, "give --argocd-ca-file")
 	})
 	t.Run("an unreadable --argocd-ca-file is a configuration error: exit 2 naming the flag", func(t *testing.T) {
-		var out, errb lockedBuffer
+		var out, errb testenv.LockedBuffer
 		code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--argocd-server", tlsAddr,
 			"--argocd-ca-file", filepath.Join(t.TempDir(), "missing.crt")}, &out, &errb)
 		require.Equal(t, exitUsage, code)

@@ -30,7 +30,7 @@ var extensionComponent = filepath.Join("..", "..", "manifests", "components", "a
 type uiServe struct {
 	Base  string // http://127.0.0.1:port
 	Token string // the API token
-	Logs  *lockedBuffer
+	Logs  *testenv.LockedBuffer
 }
 
 // startUIServe runs serve against env with the incident API on and short cluster-check thresholds, until the test

@@ -1,18 +1,18 @@
 package reliability
 
 import (
-	"bytes"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
 // buildSyncmedic builds the syncmedic binary into a temporary directory.
@@ -26,24 +26,10 @@ func buildSyncmedic(t *testing.T) string {
 	return bin
 }
 
-// lockedBuffer collects a running process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // daemonProcess is one `syncmedic serve` subprocess.
 type daemonProcess struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *testenv.LockedBuffer
 	done chan struct{}
 	addr string
 }
@@ -52,7 +38,7 @@ type daemonProcess struct {
 // test binary (Pdeathsig) and is killed when the test ends.
 func startDaemon(t *testing.T, bin string, args ...string) *daemonProcess {
 	t.Helper()
-	d := &daemonProcess{logs: &lockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t)}
+	d := &daemonProcess{logs: &testenv.LockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t)}
 	d.cmd = exec.Command(bin, append([]string{"serve", "--listen", d.addr, "--log-format", "text"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")

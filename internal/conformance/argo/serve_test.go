@@ -2,7 +2,6 @@ package argo
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,38 +21,7 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
-func TestMain(m *testing.M) {
-	testenv.Main(m)
-	if syncmedicBuild.dir != "" {
-		_ = os.RemoveAll(syncmedicBuild.dir)
-	}
-}
-
-var syncmedicBuild struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// syncmedicBinary builds ./cmd/syncmedic once per test binary.
-func syncmedicBinary(t *testing.T) string {
-	t.Helper()
-	b := &syncmedicBuild
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "syncmedic-conformance-"); b.err != nil {
-			return
-		}
-		b.bin = filepath.Join(b.dir, "syncmedic")
-		cmd := exec.Command("go", "build", "-o", b.bin, "./cmd/syncmedic")
-		cmd.Dir = filepath.Join("..", "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./cmd/syncmedic: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, b.err)
-	return b.bin
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // slackMessage is one chat.postMessage or chat.update the Slack test server accepted.
 type slackMessage = slackrec.Message
@@ -193,7 +160,7 @@ func (f *fakeSlack) summary() string { return f.Summary() }
 // serveDaemon is one `syncmedic serve` process watching one app of a stack, announcing on slack.
 type serveDaemon struct {
 	cmd   *exec.Cmd
-	logs  *lockedBuffer
+	logs  *testenv.LockedBuffer
 	done  chan struct{}
 	slack *fakeSlack
 }
@@ -239,22 +206,6 @@ func (d *serveDaemon) lookedAt(t *testing.T, app *testenv.RealHookApp, from int,
 	return len(evals)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// Len is how many bytes were written so far.
-func (l *lockedBuffer) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
-
 // startServe runs `syncmedic serve` against the stack's argocd-server (admin token, plaintext), watching only app
 // (--argocd-selector), with policy as its policy file, announcing on a new Slack test server; it waits until
 // /readyz answers 200. The daemon is killed when the test ends, and its output logged if the test failed.
@@ -267,7 +218,7 @@ func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlac
 // flags come last and win (e.g. "--kube-checks=true").
 func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, extra ...string) *serveDaemon {
 	t.Helper()
-	bin := syncmedicBinary(t)
+	bin := testenv.SyncmedicBinary(t)
 	stack := app.Stack
 	srv := newFakeSlack(t)
 	dir := t.TempDir()
@@ -288,7 +239,7 @@ func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, ext
 		"--slack-token-file", write("slack-token", "xoxb-conformance"), "--slack-channel", "#incidents",
 		"--slack-api-url", srv.GetAPIURL()}
 	args = append(args, extra...)
-	d := &serveDaemon{logs: &lockedBuffer{}, done: make(chan struct{}), slack: srv}
+	d := &serveDaemon{logs: &testenv.LockedBuffer{}, done: make(chan struct{}), slack: srv}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")

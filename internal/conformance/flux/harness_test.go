@@ -1,7 +1,6 @@
 package flux_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,49 +24,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// syncmedicBinary builds ./cmd/syncmedic once per test binary.
-func syncmedicBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		dir, err := testenv.TempDir("syncmedic-bin-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.path = filepath.Join(dir, "syncmedic")
-		cmd := exec.Command("go", "build", "-o", built.path, "./cmd/syncmedic")
-		cmd.Dir = filepath.Join("..", "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build ./cmd/syncmedic: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, built.err)
-	return built.path
-}
-
-// lockedBuffer collects a running process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// Len is how many bytes were written so far.
-func (l *lockedBuffer) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
 
 // slackPost is one chat.postMessage or chat.update the Slack test server accepted.
 type slackPost = slackrec.Message
@@ -91,7 +46,7 @@ func (f *fakeSlack) all() []slackPost { return f.All() }
 type daemon struct {
 	addr  string
 	slack *fakeSlack
-	logs  *lockedBuffer
+	logs  *testenv.LockedBuffer
 	done  chan struct{}
 	cmd   *exec.Cmd
 	bin   string
@@ -110,8 +65,8 @@ func startServe(t *testing.T, stack *fluxreal.Stack, ns, policy string, args ...
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 		return p
 	}
-	d := &daemon{slack: newFakeSlack(t), logs: &lockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t),
-		bin: syncmedicBinary(t), kube: stack.Env.Kubeconfig}
+	d := &daemon{slack: newFakeSlack(t), logs: &testenv.LockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t),
+		bin: testenv.SyncmedicBinary(t), kube: stack.Env.Kubeconfig}
 	all := append([]string{"serve", "--listen", d.addr, "--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-namespaces", ns,
 		"--flux-hmac-token-file", write("hmac-token", token),

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,46 +32,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// syncmedicBinary builds ./cmd/syncmedic once per test binary.
-func syncmedicBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		dir, err := testenv.TempDir("syncmedic-bin-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.path = filepath.Join(dir, "syncmedic")
-		cmd := exec.Command("go", "build", "-o", built.path, "./cmd/syncmedic")
-		cmd.Dir = filepath.Join("..", "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build ./cmd/syncmedic: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, built.err)
-	return built.path
-}
-
-// lockedBuffer collects a running process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // autoPolicy lets syncmedic apply the artifact-gc remedy it considers safe.
 const autoPolicy = `resolveAfter: 1
 rules:
@@ -88,7 +47,7 @@ var smallThresholds = []string{"--artifactgc-threshold", "5s", "--terminating-th
 // test server.
 type daemon struct {
 	slack *slackrec.Server
-	logs  *lockedBuffer
+	logs  *testenv.LockedBuffer
 	bin   string
 	kube  string
 }
@@ -103,7 +62,7 @@ func startServe(t *testing.T, env *testenv.Env, policy string) *daemon {
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 		return p
 	}
-	d := &daemon{slack: slackrec.New(t), logs: &lockedBuffer{}, bin: syncmedicBinary(t), kube: env.Kubeconfig}
+	d := &daemon{slack: slackrec.New(t), logs: &testenv.LockedBuffer{}, bin: testenv.SyncmedicBinary(t), kube: env.Kubeconfig}
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--listen", addr, "--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", env.Kubeconfig, "--policy-file", write("policy.yaml", policy), "--state-file", filepath.Join(dir, "state.json"),
