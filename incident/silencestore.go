@@ -3,10 +3,7 @@ package incident
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/syncmedic/syncmedic/silence"
 )
@@ -50,11 +47,8 @@ var (
 // LoadSilences reads the silences file next to the incidents (Path + ".silences"); a missing file is none.
 func (s *FileStore) LoadSilences(_ context.Context) ([]silence.Silence, error) {
 	p := silencesPath(s.Path)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	b, err := readIfExists(p)
+	if err != nil || b == nil {
 		return nil, err
 	}
 	ss, err := DecodeSilences(b)
@@ -70,20 +64,7 @@ func (s *FileStore) SaveSilences(_ context.Context, ss []silence.Silence) error 
 	if err != nil {
 		return err
 	}
-	p := silencesPath(s.Path)
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".syncmedic-silences-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return writeAtomic(silencesPath(s.Path), ".syncmedic-silences-*", b)
 }
 
 // LoadSilences reads the ConfigMap's silences.json; a missing ConfigMap or key is none.

@@ -63,11 +63,8 @@ var _ Store = (*FileStore)(nil)
 
 // Load reads the file; a missing file is an empty store.
 func (s *FileStore) Load(_ context.Context) ([]Incident, error) {
-	b, err := os.ReadFile(s.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	b, err := readIfExists(s.Path)
+	if err != nil || b == nil {
 		return nil, err
 	}
 	inc, err := decodeStore(b)
@@ -83,7 +80,22 @@ func (s *FileStore) Save(_ context.Context, incidents []Incident) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.Path), ".syncmedic-state-*")
+	return writeAtomic(s.Path, ".syncmedic-state-*", b)
+}
+
+// readIfExists returns the file's content; nil (and no error) when it does not exist.
+func readIfExists(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// writeAtomic writes b to path through a temporary file of pattern in the same directory, renamed over path, so a
+// reader sees the old content or the new, never a part.
+func writeAtomic(path, pattern string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
 		return err
 	}
@@ -95,7 +107,7 @@ func (s *FileStore) Save(_ context.Context, incidents []Incident) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), s.Path)
+	return os.Rename(tmp.Name(), path)
 }
 
 // ConfigMapDataKey is the key of the ConfigMap store's data that holds the incidents.
