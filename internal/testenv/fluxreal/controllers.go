@@ -1,6 +1,7 @@
 package fluxreal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -185,16 +186,60 @@ func (s *Stack) startSourceController() (*testenv.Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	// The artifact server's port is picked free, then bound by source-controller a moment later: another process of
+	// the same `make test` can take it meanwhile, and source-controller then only logs the error and serves no chart.
+	// Such a start is stopped and tried again on another port.
+	var lastErr error
+	for attempt := 1; attempt <= 3; attempt++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"--enable-leader-election=false", "--log-encoding=console", "--concurrent=4",
+			"--storage-path=" + storage, "--storage-addr=" + addr, "--storage-adv-addr=" + addr}
+		if s.EventsAddr != "" {
+			args = append(args, "--events-addr=http://"+s.EventsAddr+"/")
+		}
+		c, err := runController(s.Env, "source-controller", args)
+		if err != nil {
+			return nil, err
+		}
+		if lastErr = waitArtifactServer(c, addr, 20*time.Second); lastErr == nil {
+			return c, nil
+		}
+		c.Stop()
 	}
-	args := []string{"--enable-leader-election=false", "--log-encoding=console", "--concurrent=4",
-		"--storage-path=" + storage, "--storage-addr=" + addr, "--storage-adv-addr=" + addr}
-	if s.EventsAddr != "" {
-		args = append(args, "--events-addr=http://"+s.EventsAddr+"/")
+	return nil, fmt.Errorf("source-controller: %w", lastErr)
+}
+
+// artifactServerError is what source-controller logs when its artifact server cannot listen.
+const artifactServerError = "artifact server error"
+
+// waitArtifactServer waits until source-controller's artifact server accepts connections at addr and, a moment
+// later, the controller has not logged that it could not listen there (the connection then reached another process).
+func waitArtifactServer(c *testenv.Child, addr string, timeout time.Duration) error {
+	failed := func() bool {
+		b, _ := os.ReadFile(c.LogPath)
+		return bytes.Contains(b, []byte(artifactServerError))
 	}
-	return runController(s.Env, "source-controller", args)
+	deadline := time.Now().Add(timeout)
+	for {
+		if failed() {
+			return fmt.Errorf("its artifact server could not listen on %s:\n%s", addr, c.Tail(5))
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			time.Sleep(500 * time.Millisecond)
+			if failed() {
+				return fmt.Errorf("its artifact server could not listen on %s:\n%s", addr, c.Tail(5))
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its artifact server did not listen on %s within %s:\n%s", addr, timeout, c.Tail(5))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func startNotificationController(env *testenv.Env) (*testenv.Child, string, error) {
