@@ -3,6 +3,7 @@ package fluxreal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -269,26 +270,39 @@ func runController(env *testenv.Env, name string, args []string) (*testenv.Child
 	if _, err := os.Stat(exe); err != nil {
 		return nil, fmt.Errorf("%s not found: run `make tools` (hack/flux-tools.sh) first", exe)
 	}
-	metrics, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	health, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, append([]string{"--metrics-addr=" + metrics, "--health-addr=" + health}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "RUNTIME_NAMESPACE="+RuntimeNamespace)
-	c, err := testenv.StartChild(name, cmd, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitReady(c, "http://"+health+"/readyz", 90*time.Second); err != nil {
+	// The metrics and health ports are picked free and bound a moment later: when another process of the same
+	// `make test` takes one meanwhile, the controller exits before it is ready, and is started again on new ports.
+	var lastErr error
+	for attempt := 1; attempt <= 3; attempt++ {
+		metrics, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		health, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(exe, append([]string{"--metrics-addr=" + metrics, "--health-addr=" + health}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "RUNTIME_NAMESPACE="+RuntimeNamespace)
+		c, err := testenv.StartChild(name, cmd, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		err = waitReady(c, "http://"+health+"/readyz", 90*time.Second)
+		if err == nil {
+			return c, nil
+		}
 		c.Stop()
-		return nil, fmt.Errorf("%s: %w\n%s", name, err, c.Tail(40))
+		lastErr = fmt.Errorf("%s: %w\n%s", name, err, c.Tail(40))
+		if !errors.Is(err, errExited) {
+			break
+		}
 	}
-	return c, nil
+	return nil, lastErr
 }
+
+// errExited is waitReady's answer when the process ended before it was ready.
+var errExited = errors.New("exited before it was ready")
 
 func waitReady(c *testenv.Child, url string, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
@@ -303,7 +317,7 @@ func waitReady(c *testenv.Child, url string, timeout time.Duration) error {
 		}
 		select {
 		case <-c.Exited():
-			return fmt.Errorf("exited before it was ready")
+			return errExited
 		default:
 		}
 		if time.Now().After(deadline) {
