@@ -92,6 +92,9 @@ var normalizers = []struct {
 	// testenv's random name suffixes, whole or cut by "…".
 	{regexp.MustCompile(`([a-z0-9])-[0-9a-f]{6}\b`), "$1-xxxxxx"},
 	{regexp.MustCompile(`([a-z0-9])-[0-9a-f]{1,5}…`), "$1-xxxxxx…"},
+	// A Go object dump (kubectl's "Invalid value: core.PodTemplateSpec{…") cut by a truncated message: where the cut
+	// falls depends on the length of the random names and paths before it.
+	{regexp.MustCompile(`\b([a-z0-9]+\.[A-Z][A-Za-z0-9]*)\{[^…]*…`), "$1{…"},
 	// Temporary files in tools' messages, e.g. kubectl's `error when patching "/dev/shm/1368815783"`.
 	{regexp.MustCompile(`/(?:dev/shm|tmp)/[^\s"':;,)]+`), "/tmp/FILE"},
 	// Measured durations: "deleting for 8s", "open for 0s", "waited 28s", "took 1.2s", "5s later", "3m ago",
