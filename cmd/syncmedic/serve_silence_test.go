@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/internal/testenv"
-	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 	"github.com/syncmedic/syncmedic/ui"
 )
 
@@ -34,20 +32,8 @@ silenceBy: ["token"]
 // nor remedied. When the silence ends, on the tracker's own clock, the still-open incident is announced, and the
 // next evaluation remedies it.
 func TestASilenceFromTheAPIHoldsBackAnnouncementAndRemedyUntilItEnds(t *testing.T) {
-	env := testenv.Kube(t)
-	slack := slackrec.New(t)
-	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
-		Accounts: []string{"syncmedic"},
-		Policy: []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow",
-			"g, syncmedic, role:syncmedic"},
-	})
 	token := "api-token-for-the-silence-test"
-	r := startServe(t, "--kubeconfig", env.Kubeconfig,
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
-		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
-		"--policy-file", writeFile(t, "policy.yaml", silencePolicy), "--flux-watch=false", "--kube-events=false",
-		"--slack-token-file", writeFile(t, "slack-token", "xoxb-silence-test\n"), "--slack-channel", "#incidents",
-		"--slack-api-url", slack.GetAPIURL(), "--argocd-live-resync", "2s")
+	env, slack, argo, r := startOnCallServe(t, token, writeFile(t, "policy.yaml", silencePolicy), "--argocd-live-resync", "2s")
 	s := &uiServe{Base: r.Base, Token: token, Logs: r.Logs}
 	require.Eventually(t, func() bool { code, _ := get(s.Base + "/readyz"); return code == http.StatusOK }, 60*time.Second, 50*time.Millisecond, s.Logs.String())
 	auth := http.Header{"Authorization": {"Bearer " + token}}

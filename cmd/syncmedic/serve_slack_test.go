@@ -39,20 +39,9 @@ silenceBy: ["slack:U0ALICE"]
 // however often it is clicked (one thread reply, the incident API names them) and their Silence… creates the
 // silence of this incident, which the API shows; nothing is done to the object.
 func TestAcknowledgeAndSilenceFromSlackThroughServe(t *testing.T) {
-	env := testenv.Kube(t)
-	slack := slackrec.New(t)
-	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
-		Accounts: []string{"syncmedic"},
-		Policy: []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow",
-			"g, syncmedic, role:syncmedic"},
-	})
 	token := "api-token-for-the-slack-test"
-	r := startServe(t, "--kubeconfig", env.Kubeconfig,
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
-		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
-		"--policy-file", writeFile(t, "policy.yaml", slackOnCallPolicy), "--flux-watch=false", "--kube-events=false",
-		"--slack-token-file", writeFile(t, "slack-token", "xoxb-slack-test\n"), "--slack-channel", "#incidents",
-		"--slack-api-url", slack.GetAPIURL(), "--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
+	env, slack, argo, r := startOnCallServe(t, token, writeFile(t, "policy.yaml", slackOnCallPolicy),
+		"--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
 	require.NoError(t, slack.WaitSocket(time.Minute), "the leader opens the Socket Mode connection: %s", r.Logs)
 	auth := http.Header{"Authorization": {"Bearer " + token}}
 
@@ -192,21 +181,10 @@ silenceBy: ["slack:U0ALICE", "token"]
 // announced nor remedied while the silence lasts. When the silence ends (expired through the API) the still-open
 // incident is announced and remedied unattended.
 func TestASilenceFromSlackHoldsBackASecondMatchingIncidentUntilItEnds(t *testing.T) {
-	env := testenv.Kube(t)
-	slack := slackrec.New(t)
-	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
-		Accounts: []string{"syncmedic"},
-		Policy: []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow",
-			"g, syncmedic, role:syncmedic"},
-	})
 	token := "api-token-for-the-slack-silence-test"
 	policyFile := writeFile(t, "policy.yaml", slackSilencePolicy)
-	r := startServe(t, "--kubeconfig", env.Kubeconfig,
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
-		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
-		"--policy-file", policyFile, "--policy-reload-interval", "1s", "--flux-watch=false", "--kube-events=false", "--argocd-live-resync", "2s",
-		"--slack-token-file", writeFile(t, "slack-token", "xoxb-slack-test\n"), "--slack-channel", "#incidents",
-		"--slack-api-url", slack.GetAPIURL(), "--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
+	env, slack, argo, r := startOnCallServe(t, token, policyFile, "--policy-reload-interval", "1s", "--argocd-live-resync", "2s",
+		"--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
 	require.NoError(t, slack.WaitSocket(time.Minute), "the leader opens the Socket Mode connection: %s", r.Logs)
 	auth := http.Header{"Authorization": {"Bearer " + token}}
 	incidents := func(ns string) []ui.Incident {
@@ -324,4 +302,26 @@ func removeFinalizers(t *testing.T, env *testenv.Env, job *batchv1.Job) {
 	t.Helper()
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
 	require.NoError(t, env.Client.Patch(context.Background(), job.DeepCopy(), patch))
+}
+
+// startOnCallServe starts serve against an in-process argocd-server whose account syncmedic may get and update
+// applications, with Slack on a test server (channel #incidents), the incident API on token, the policy file
+// policyFile, Flux and Kubernetes Events off, and the extra flags; it returns the control plane, the Slack test
+// server, argocd-server and serve.
+func startOnCallServe(t *testing.T, token, policyFile string, extra ...string) (*testenv.Env, *slackrec.Server, *testenv.ArgoCDServer, *runningServe) {
+	t.Helper()
+	env := testenv.Kube(t)
+	slack := slackrec.New(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"syncmedic"},
+		Policy: []string{"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow",
+			"g, syncmedic, role:syncmedic"},
+	})
+	args := []string{"--kubeconfig", env.Kubeconfig,
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
+		"--policy-file", policyFile, "--flux-watch=false", "--kube-events=false",
+		"--slack-token-file", writeFile(t, "slack-token", "xoxb-on-call-test\n"), "--slack-channel", "#incidents",
+		"--slack-api-url", slack.GetAPIURL()}
+	return env, slack, argo, startServe(t, append(args, extra...)...)
 }
