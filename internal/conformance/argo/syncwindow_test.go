@@ -37,11 +37,18 @@ func setDenyWindowFor(t *testing.T, stack *testenv.RealArgoCD, app string, on, m
 		if err := stack.Env.Client.Get(context.Background(), key, p); err != nil {
 			return err
 		}
-		p.Spec.SyncWindows = nil
-		if on {
-			p.Spec.SyncWindows = v1alpha1.SyncWindows{{Kind: "deny", Schedule: "* * * * *", Duration: "1h",
-				Applications: []string{app}, ManualSync: manualSync}}
+		// Only this application's window changes: the windows of the tests running beside it stay.
+		kept := v1alpha1.SyncWindows{}
+		for _, w := range p.Spec.SyncWindows {
+			if len(w.Applications) != 1 || w.Applications[0] != app {
+				kept = append(kept, w)
+			}
 		}
+		if on {
+			kept = append(kept, &v1alpha1.SyncWindow{Kind: "deny", Schedule: "* * * * *", Duration: "1h",
+				Applications: []string{app}, ManualSync: manualSync})
+		}
+		p.Spec.SyncWindows = kept
 		return stack.Env.Client.Update(context.Background(), p)
 	}))
 }
