@@ -255,22 +255,6 @@ func TestRealNodeTearDownLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestBuildOCIImageIsAPureFunctionOfItsInput(t *testing.T) {
-	files := []imageFile{{Path: "bin/x", Data: []byte("x"), Mode: 0o755}, {Path: "bin", Dir: true}, {Path: "bin/y", Link: "x"}}
-	a, err := buildOCIImage("docker.io/local/x:1", files, []string{"/bin/x"})
-	require.NoError(t, err)
-	reordered := []imageFile{files[2], files[0], files[1]}
-	b, err := buildOCIImage("docker.io/local/x:1", reordered, []string{"/bin/x"})
-	require.NoError(t, err)
-	require.Equal(t, a.Digest, b.Digest)
-	require.Equal(t, a.Tar, b.Tar)
-	changed := append([]imageFile(nil), files...)
-	changed[0].Data = []byte("y")
-	c, err := buildOCIImage("docker.io/local/x:1", changed, []string{"/bin/x"})
-	require.NoError(t, err)
-	require.NotEqual(t, a.Digest, c.Digest)
-}
-
 // nodeRecord is what a child test binary's node was, for its parent to look for leftovers after the child is gone.
 type nodeRecord struct {
 	Dir, NetnsName, NetnsPath string
