@@ -57,8 +57,16 @@ func ReadLayer(archive []byte, os, arch string) (files []File, config []byte, er
 	if err := json.Unmarshal(blobs[blobPath(desc.Digest)], &m); err != nil || len(m.Layers) != 1 {
 		return nil, nil, fmt.Errorf("manifest %s: want one layer (%v)", desc.Digest, err)
 	}
+	config = blobs[blobPath(m.Config.Digest)]
+	var cfg configJSON
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("config %s: %w", m.Config.Digest, err)
+	}
+	if cfg.OS != os || cfg.Architecture != arch {
+		return nil, nil, fmt.Errorf("the image is %s/%s, not %s/%s", cfg.OS, cfg.Architecture, os, arch)
+	}
 	files, err = readLayer(blobs[blobPath(m.Layers[0].Digest)], m.Layers[0].MediaType == MediaTypeLayerGzip)
-	return files, blobs[blobPath(m.Config.Digest)], err
+	return files, config, err
 }
 
 // readLayer lists a layer's entries.
