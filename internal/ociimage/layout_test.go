@@ -24,6 +24,7 @@ func TestBuildIsAPureFunctionOfItsInput(t *testing.T) {
 		return l, b
 	}
 	for _, gz := range []bool{false, true} {
+		layer := map[bool]string{false: "uncompressed", true: "gzip"}[gz]
 		a, aTar := build(t, epoch, testImage("amd64", gz, files...))
 		cases := []struct {
 			name   string
@@ -39,7 +40,7 @@ func TestBuildIsAPureFunctionOfItsInput(t *testing.T) {
 			{"another platform", []Image{testImage("arm64", gz, files...)}, epoch, false},
 		}
 		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
+			t.Run(layer+": "+c.name, func(t *testing.T) {
 				b, bTar := build(t, c.mtime, c.images...)
 				if c.same {
 					require.Equal(t, a.Digest, b.Digest)
