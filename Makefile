@@ -83,29 +83,28 @@ fuzz:
 test-unit:
 	go test -short -count=1 ./...
 
-# The container image (Dockerfile): `make image IMAGE=registry.example.com/syncmedic:v0.2.0 [PUSH=1]`. With docker
-# buildx: builds the Dockerfile (--load into the local engine, or --push with PUSH=1; PLATFORMS=linux/amd64,linux/arm64
-# needs PUSH=1). Without docker, with ko: builds ./cmd/syncmedic on the same pinned distroless base, pushed with PUSH=1,
-# else written to dist/syncmedic-image.tar (`docker load -i`, `kind load image-archive`). VERSION (default: IMAGE's tag)
-# is stamped into `syncmedic version`. Then point the manifests at it: README, "Use your own image".
+# The container image, built without a container engine (hack/image, internal/imagebuild): the static syncmedic
+# binary, Debian's CA certificates (package ca-certificates) and /etc/passwd and /etc/group with the user 65532,
+# nothing else, as an OCI image layout in dist/oci and one archive, dist/syncmedic-image.tar (`ctr -n k8s.io images
+# import`, `kind load image-archive`, `docker load -i`, `crane push`); it prints the image's digest.
+# `make image IMAGE=registry.example.com/syncmedic:v0.2.0`. VERSION (default: IMAGE's tag) is stamped into `syncmedic
+# version`; REVISION (default: the Git commit) labels the image; PLATFORMS (comma-separated linux/<arch>, default
+# linux/amd64 and the host's) picks the architectures. Reproducible: the same source, VERSION, REVISION and
+# SOURCE_DATE_EPOCH (default 0) give the same digest. Then push it and point the manifests at it: README, "Build and
+# use your own image".
 IMAGE ?= ghcr.io/syncmedic/syncmedic:v0.1.0
 VERSION ?= $(lastword $(subst :, ,$(IMAGE)))
-PLATFORMS ?= linux/amd64
-.PHONY: image
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+PLATFORMS ?=
+.PHONY: image image-docker
 image:
-	@if docker buildx version >/dev/null 2>&1; then \
-	  set -x; docker buildx build --platform '$(PLATFORMS)' --build-arg VERSION='$(VERSION)' -t '$(IMAGE)' \
-	    $(if $(PUSH),--push,--load) . ; \
-	elif command -v ko >/dev/null 2>&1; then \
-	  base=$$(sed -n 's/^FROM \(gcr.io\/distroless[^ ]*\).*/\1/p' Dockerfile); image='$(IMAGE)'; \
-	  set -x; KO_DOCKER_REPO="$${image%:*}" KO_DEFAULTBASEIMAGE="$$base" CGO_ENABLED=0 \
-	    GOFLAGS="-trimpath -buildvcs=false -ldflags=-X=github.com/syncmedic/syncmedic.Version=$(VERSION)" \
-	    ko build --bare --platform='$(PLATFORMS)' --tags="$${image##*:}" \
-	    $(if $(PUSH),,--push=false --tarball=dist/syncmedic-image.tar) ./cmd/syncmedic ; \
-	else \
-	  echo "make image: needs docker with buildx (https://docs.docker.com/build/) or ko (https://ko.build); neither is on PATH" >&2; \
-	  exit 1; \
-	fi
+	go run ./hack/image -name '$(IMAGE)' -version '$(VERSION)' -revision '$(REVISION)' -platforms '$(PLATFORMS)' -out dist
+
+# The same file tree with docker buildx (Dockerfile): --load into the local engine, or --push with PUSH=1
+# (PLATFORMS=linux/amd64,linux/arm64 needs PUSH=1).
+image-docker:
+	docker buildx build --platform '$(or $(PLATFORMS),linux/amd64)' --build-arg VERSION='$(VERSION)' \
+	  --build-arg REVISION='$(REVISION)' -t '$(IMAGE)' $(if $(PUSH),--push,--load) .
 
 # docs/screenshots/*.png from the browser tests (headless Chromium against `serve` and the Argo CD extension).
 .PHONY: screenshots

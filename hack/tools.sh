@@ -2,7 +2,8 @@
 # Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
 #   - redis-server (Debian package) for the in-process argocd-server's cache
 #   - containerd, runc, containernetworking-plugins, iptables, conntrack, busybox-static (Debian packages) and
-#     kubelet + kube-scheduler v1.31.0 for the real node of internal/testenv (node.go)
+#     kubelet + kube-scheduler v1.31.0 for the real node of internal/testenv (node.go); ca-certificates (Debian
+#     package) for the syncmedic image `make image` builds (internal/imagebuild)
 #   - kube-apiserver and kube-controller-manager v1.31.0 and etcd v3.5, built with `go build` from the pinned
 #     modules in tools/ (the controller-manager runs the Job, TTL, garbage-collector and namespace controllers for
 #     the real-controller tests)
@@ -18,7 +19,8 @@ mkdir -p "$BIN"
 log() { printf 'tools: %s\n' "$*" >&2; }
 
 # The Debian packages the tests need: redis-server, and the real node's container runtime (containerd, runc, the
-# CNI bridge and host-local plugins, iptables and conntrack for the kubelet, busybox-static for the busybox image).
+# CNI bridge and host-local plugins, iptables and conntrack for the kubelet, busybox-static for the busybox image),
+# and ca-certificates for the syncmedic image (internal/imagebuild).
 # Each is installed only when missing.
 DEBS=()
 command -v redis-server >/dev/null 2>&1 || DEBS+=(redis-server)
@@ -28,6 +30,7 @@ command -v runc >/dev/null 2>&1 || DEBS+=(runc)
 command -v iptables >/dev/null 2>&1 || DEBS+=(iptables)
 command -v conntrack >/dev/null 2>&1 || DEBS+=(conntrack)
 dpkg -s busybox-static >/dev/null 2>&1 || DEBS+=(busybox-static)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || DEBS+=(ca-certificates)
 if [ ${#DEBS[@]} -gt 0 ]; then
   log "installing ${DEBS[*]} (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive

@@ -554,6 +554,22 @@ func (n *Node) WebhookImage(t testing.TB) string {
 	return NodeWebhookImage
 }
 
+// ImportImage imports an image archive (an OCI image layout as a tar, named by its index.json's
+// io.containerd.image.name annotation, as internal/ociimage writes it) into the node's containerd, where Pods run it
+// with imagePullPolicy Never or IfNotPresent; file names the archive in the node's directory.
+func (n *Node) ImportImage(t testing.TB, file string, archive []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := filepath.Join(n.Dir, "img", filepath.Base(file))
+	if err := os.WriteFile(p, archive, 0o600); err != nil {
+		t.Fatalf("testenv: writing %s: %v", p, err)
+	}
+	if b, err := n.ctr(ctx, "images", "import", p); err != nil {
+		t.Fatalf("testenv: importing %s into the node's containerd: %v\n%s", file, err, b)
+	}
+}
+
 // startScheduler runs bin/kube-scheduler beside the apiserver, on the host's loopback.
 func (n *Node) startScheduler(_ context.Context, bin string) error {
 	logPath := filepath.Join(n.Dir, "kube-scheduler.log")

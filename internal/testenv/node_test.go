@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/syncmedic/syncmedic/internal/ociimage"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -255,20 +256,36 @@ func TestRealNodeTearDownLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestBuildOCIImageIsAPureFunctionOfItsInput(t *testing.T) {
-	files := []imageFile{{Path: "bin/x", Data: []byte("x"), Mode: 0o755}, {Path: "bin", Dir: true}, {Path: "bin/y", Link: "x"}}
-	a, err := buildOCIImage("docker.io/local/x:1", files, []string{"/bin/x"})
+// TestRealNodeRunsTheAmd64ImageOfATwoPlatformLayout: a layout whose index.json points at an image index (what
+// `make image PLATFORMS=linux/amd64,linux/arm64` writes, internal/ociimage) imports into containerd, which runs the
+// node's platform's image from it.
+func TestRealNodeRunsTheAmd64ImageOfATwoPlatformLayout(t *testing.T) {
+	n := RealNode(t)
+	bb, err := os.ReadFile(busyboxPath)
 	require.NoError(t, err)
-	reordered := []imageFile{files[2], files[0], files[1]}
-	b, err := buildOCIImage("docker.io/local/x:1", reordered, []string{"/bin/x"})
+	image := func(arch string, busybox []byte) ociimage.Image {
+		files := []imageFile{{Path: "bin/busybox", Data: busybox, Mode: 0o755}, {Path: "bin/echo", Link: "busybox"}}
+		for _, d := range rootDirs {
+			files = append(files, imageFile{Path: d, Dir: true})
+		}
+		return ociimage.Image{Gzip: true, Files: files, Config: ociimage.Config{OS: "linux", Architecture: arch,
+			Entrypoint: []string{"/bin/echo"}}}
+	}
+	const name = "docker.io/local/two-platforms:1"
+	l, err := ociimage.Build(name, time.Unix(0, 0), image("arm64", []byte("not a program")), image("amd64", bb))
 	require.NoError(t, err)
-	require.Equal(t, a.Digest, b.Digest)
-	require.Equal(t, a.Tar, b.Tar)
-	changed := append([]imageFile(nil), files...)
-	changed[0].Data = []byte("y")
-	c, err := buildOCIImage("docker.io/local/x:1", changed, []string{"/bin/x"})
+	archive, err := l.Tar()
 	require.NoError(t, err)
-	require.NotEqual(t, a.Digest, c.Digest)
+	n.ImportImage(t, "two-platforms.tar", archive)
+	ns := n.Namespace(t)
+	pod := busyboxPod(ns, "two", "echo", "amd64")
+	pod.Spec.Containers[0].Image = name
+	_, err = n.Clientset.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPodPhase(t, n, ns, "two", corev1.PodSucceeded)
+	logs, err := n.Clientset.CoreV1().Pods(ns).GetLogs("two", &corev1.PodLogOptions{}).DoRaw(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "amd64\n", string(logs))
 }
 
 // nodeRecord is what a child test binary's node was, for its parent to look for leftovers after the child is gone.

@@ -1,0 +1,73 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"sort"
+	"time"
+)
+
+// File is one entry of an image's layer: a regular file (Data, Mode), a directory (Dir) or a symbolic link (Link),
+// owned by UID and GID. Path is relative to the image's root, without a leading or trailing slash.
+type File struct {
+	Path     string
+	Data     []byte
+	Mode     int64
+	Dir      bool
+	Link     string
+	UID, GID int
+}
+
+// layerTar writes files as a tar archive sorted by path, every entry dated mtime, with the given owners and modes
+// only (no user or group names, no access or change times), so the bytes depend on the files alone. A directory
+// without Mode gets 0755, a link 0777.
+func layerTar(files []File, mtime time.Time) ([]byte, error) {
+	sorted := append([]File(nil), files...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range sorted {
+		h := &tar.Header{Name: f.Path, ModTime: mtime, Format: tar.FormatPAX, Mode: f.Mode, Uid: f.UID, Gid: f.GID}
+		switch {
+		case f.Dir:
+			h.Typeflag, h.Name = tar.TypeDir, f.Path+"/"
+			if h.Mode == 0 {
+				h.Mode = 0o755
+			}
+		case f.Link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.Data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.Data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// gzipBytes compresses b with no name and no time in the gzip header, so the output depends on b (and the Go
+// release's compress/flate) only.
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
