@@ -39,6 +39,8 @@ type notifyOptions struct {
 	// Slack interactivity: the app-level token (Socket Mode) or the signing secret (the HTTP request URL), from files.
 	slackAppTokenFile      string
 	slackSigningSecretFile string
+	// slackSilenceDurations are the choices of the Silence… dialog.
+	slackSilenceDurations []time.Duration
 	// log receives what a notifier reports besides its result (an Alertmanager replica that refused a post others
 	// took); nil: discarded. policy is the policy in force (Slack's Fix… button asks fixBy). serve sets both before
 	// destinations.
@@ -60,6 +62,7 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/; for a Slack-compatible endpoint or a test server)")
 	f.StringVar(&o.slackAppTokenFile, "slack-app-token-file", "", "file holding the Slack app-level token (xapp-…, scope connections:write): turns the thread's buttons on and receives their clicks over Socket Mode (no public URL needed; with --slack-token-file)")
 	f.StringVar(&o.slackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret: turns the thread's buttons on and receives their clicks at the request URL "+slacknotify.InteractionsPath+" on --listen, each verified (instead of --slack-app-token-file)")
+	f.DurationSliceVar(&o.slackSilenceDurations, "slack-silence-durations", slacknotify.DefaultSilenceDurations(), "the choices of the thread's Silence… dialog, the first preselected (e.g. 30m,2h,24h); a submission of another duration is refused")
 	f.StringVar(&o.slackWebhookURLFile, "slack-webhook-url-file", "", "file holding a Slack incoming-webhook URL: one message per transition (instead of a bot token)")
 	f.StringVar(&o.webhookURL, "webhook-url", "", "URL receiving every incident transition as JSON")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the HMAC key that signs --webhook-url posts (X-Signature: sha256=<hex>)")

@@ -85,7 +85,7 @@ func (o *notifyOptions) slackInteractivity(ctx context.Context, actions slacknot
 	client := slack.New(token, opts...)
 	log = log.With("component", "slack-interactivity")
 	x, err := slacknotify.NewInteractions(ctx, slacknotify.InteractionOptions{Client: client, Actions: actions, Log: log,
-		Groups: slacknotify.UserGroups(client, time.Minute, time.Now)})
+		Groups: slacknotify.UserGroups(client, time.Minute, time.Now), SilenceDurations: o.slackSilenceDurations})
 	if err != nil {
 		return nil, err
 	}

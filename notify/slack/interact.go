@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -90,8 +91,9 @@ const (
 	actionSilenceComm   = "silence.comment"
 )
 
-// silenceDurations are the choices of the Silence… modal.
-func silenceDurations() []time.Duration {
+// DefaultSilenceDurations are the choices of the Silence… modal unless InteractionOptions.SilenceDurations says
+// otherwise: 1 hour, 4 hours, 1 day and 7 days.
+func DefaultSilenceDurations() []time.Duration {
 	return []time.Duration{time.Hour, 4 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
 }
 
@@ -108,6 +110,9 @@ type InteractionOptions struct {
 	Answer time.Duration
 	// Timeout bounds the work a click starts (default 2m).
 	Timeout time.Duration
+	// SilenceDurations are the choices of the Silence… modal, the first preselected (default
+	// DefaultSilenceDurations); a submission of any other duration is refused in the modal.
+	SilenceDurations []time.Duration
 }
 
 // Interactions receives the clicks on incident messages and modals, from Socket Mode or the HTTP request URL.
@@ -130,6 +135,14 @@ func NewInteractions(ctx context.Context, o InteractionOptions) (*Interactions, 
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
+	}
+	if len(o.SilenceDurations) == 0 {
+		o.SilenceDurations = DefaultSilenceDurations()
+	}
+	for _, d := range o.SilenceDurations {
+		if d <= 0 {
+			return nil, fmt.Errorf("slack interactivity: silence duration %s: want a positive duration", d)
+		}
 	}
 	return &Interactions{o: o, base: ctx}, nil
 }
@@ -184,7 +197,7 @@ func (x *Interactions) blockAction(cb slack.InteractionCallback, a slack.BlockAc
 		x.o.Log.Info("slack: silence clicked", "incident", id, "user", cb.User.ID)
 		x.background(func(ctx context.Context) {
 			meta, _ := json.Marshal(fixMeta{Incident: id, Channel: cb.Channel.ID})
-			if _, err := x.o.Client.OpenViewContext(ctx, cb.TriggerID, silenceView(id, string(meta))); err != nil {
+			if _, err := x.o.Client.OpenViewContext(ctx, cb.TriggerID, silenceView(id, string(meta), x.o.SilenceDurations)); err != nil {
 				x.o.Log.Warn("slack: views.open failed", "incident", id, "error", err)
 			}
 		})
@@ -250,7 +263,7 @@ func (x *Interactions) silence(cb slack.InteractionCallback) any {
 	var m fixMeta
 	_ = json.Unmarshal([]byte(cb.View.PrivateMetadata), &m)
 	d, err := time.ParseDuration(cb.View.State.Values[blockSilenceFor][actionSilenceFor].SelectedOption.Value)
-	if m.Incident == "" || err != nil || d <= 0 {
+	if m.Incident == "" || err != nil || !slices.Contains(x.o.SilenceDurations, d) {
 		return slack.NewErrorsViewSubmissionResponse(map[string]string{blockSilenceFor: "choose how long to silence"})
 	}
 	comment := cb.View.State.Values[blockSilenceComment][actionSilenceComm].Value
@@ -381,10 +394,10 @@ func outcomeView(id string, out Outcome, err error) slack.ModalViewRequest {
 	return refusedView(text)
 }
 
-// silenceView is the Silence… modal: how long, and why.
-func silenceView(id, meta string) slack.ModalViewRequest {
+// silenceView is the Silence… modal: how long (one of durations), and why.
+func silenceView(id, meta string, durations []time.Duration) slack.ModalViewRequest {
 	var opts []*slack.OptionBlockObject
-	for _, d := range silenceDurations() {
+	for _, d := range durations {
 		opts = append(opts, slack.NewOptionBlockObject(d.String(), plain(humanFor(d)), nil))
 	}
 	sel := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, plain("How long"), actionSilenceFor, opts...)
@@ -400,16 +413,21 @@ func silenceView(id, meta string) slack.ModalViewRequest {
 		}}}
 }
 
+// humanFor names a choice of the Silence… modal: "7 days", "1 day", "4 hours", "1 hour", "30 minutes", "20
+// seconds", or the Go duration for anything else ("1h30m0s").
 func humanFor(d time.Duration) string {
-	switch {
-	case d%(24*time.Hour) == 0 && d > 24*time.Hour:
-		return fmt.Sprintf("%d days", d/(24*time.Hour))
-	case d == 24*time.Hour:
-		return "1 day"
-	case d == time.Hour:
-		return "1 hour"
+	for _, u := range []struct {
+		unit        time.Duration
+		one, plural string
+	}{{24 * time.Hour, "1 day", "%d days"}, {time.Hour, "1 hour", "%d hours"}, {time.Minute, "1 minute", "%d minutes"}, {time.Second, "1 second", "%d seconds"}} {
+		switch {
+		case d == u.unit:
+			return u.one
+		case d%u.unit == 0 && d > u.unit:
+			return fmt.Sprintf(u.plural, d/u.unit)
+		}
 	}
-	return fmt.Sprintf("%d hours", d/time.Hour)
+	return d.String()
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +124,12 @@ type clickRig struct {
 
 func newInteractionRig(t *testing.T, answer time.Duration) *clickRig {
 	t.Helper()
+	return newInteractionRigWith(t, answer, nil)
+}
+
+// newInteractionRigWith is newInteractionRig with configure (when not nil) applied to the options.
+func newInteractionRigWith(t *testing.T, answer time.Duration, configure func(*InteractionOptions)) *clickRig {
+	t.Helper()
 	srv := slackrec.New(t)
 	srv.SetUserGroups(map[string][]string{"S0SRE": {"U0SREMEMBER"}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -130,8 +137,12 @@ func newInteractionRig(t *testing.T, answer time.Duration) *clickRig {
 	client := slack.New(testToken, slack.OptionAPIURL(srv.GetAPIURL()), slack.OptionAppLevelToken(slackrec.AppToken))
 	r := &clickRig{srv: srv, actions: &fakeActions{digest: "sha256:first"}}
 	var err error
-	r.x, err = NewInteractions(ctx, InteractionOptions{Client: client, Actions: r.actions, Answer: answer, Log: slog.New(slog.DiscardHandler),
-		Groups: UserGroups(client, time.Minute, time.Now)})
+	o := InteractionOptions{Client: client, Actions: r.actions, Answer: answer, Log: slog.New(slog.DiscardHandler),
+		Groups: UserGroups(client, time.Minute, time.Now)}
+	if configure != nil {
+		configure(&o)
+	}
+	r.x, err = NewInteractions(ctx, o)
 	require.NoError(t, err)
 	recv, err := NewHTTPReceiver(r.x, signingSecret)
 	require.NoError(t, err)
@@ -334,6 +345,79 @@ func TestAcknowledgeAndSilenceFromSlack(t *testing.T) {
 			require.Equal(t, "silence "+incidentID+" 4h0m0s migration runs long tonight", calls[len(calls)-1])
 		})
 	}
+}
+
+// TestTheSilenceDialogOffersOnlyItsChoices: the Silence… dialog offers the configured durations (1 hour to 7 days
+// by default), named for people, and a submission of a duration it did not offer (a stale dialog, a forged
+// payload) is refused in the dialog and silences nothing.
+func TestTheSilenceDialogOffersOnlyItsChoices(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		durations []time.Duration
+		options   []string
+		submit    string
+		refused   bool
+	}{
+		{name: "default choices", options: []string{"1h0m0s=1 hour", "4h0m0s=4 hours", "24h0m0s=1 day", "168h0m0s=7 days"}, submit: "24h0m0s"},
+		{name: "a duration the default dialog does not offer", options: []string{"1h0m0s=1 hour", "4h0m0s=4 hours", "24h0m0s=1 day", "168h0m0s=7 days"}, submit: "20s", refused: true},
+		{name: "configured choices", durations: []time.Duration{20 * time.Second, 90 * time.Minute, 48 * time.Hour},
+			options: []string{"20s=20 seconds", "1h30m0s=90 minutes", "48h0m0s=2 days"}, submit: "20s"},
+		{name: "a default choice the configured dialog does not offer", durations: []time.Duration{20 * time.Second},
+			options: []string{"20s=20 seconds"}, submit: "1h0m0s", refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newInteractionRigWith(t, 2*time.Second, func(o *InteractionOptions) { o.SilenceDurations = tc.durations })
+			w := r.ways[0]
+			w.deliver(t, slackrec.BlockActions(permitted, "alice", "T0001", "C0INC", "1710072000.000001", ActionSilence, incidentID, "trig"))
+			m, _ := r.view(t, 1)
+			var v struct {
+				Blocks []struct {
+					Element struct {
+						Options []struct {
+							Value string `json:"value"`
+							Text  struct {
+								Text string `json:"text"`
+							} `json:"text"`
+						} `json:"options"`
+						InitialOption struct {
+							Value string `json:"value"`
+						} `json:"initial_option"`
+					} `json:"element"`
+				} `json:"blocks"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(m.View), &v))
+			var got []string
+			for _, o := range v.Blocks[1].Element.Options {
+				got = append(got, o.Value+"="+o.Text.Text)
+			}
+			require.Equal(t, tc.options, got)
+			require.Equal(t, strings.Split(tc.options[0], "=")[0], v.Blocks[1].Element.InitialOption.Value, "the first choice is preselected")
+			values := map[string]any{
+				blockSilenceFor:     map[string]any{actionSilenceFor: map[string]any{"type": "static_select", "selected_option": map[string]any{"value": tc.submit}}},
+				blockSilenceComment: map[string]any{actionSilenceComm: map[string]any{"type": "plain_text_input", "value": "deploy freeze"}},
+			}
+			n := len(r.actions.Calls())
+			answer := w.deliver(t, slackrec.ViewSubmission(permitted, "alice", "T0001", m.ViewID, json.RawMessage(m.View), values))
+			action, _ := answerView(t, answer)
+			if tc.refused {
+				require.Equal(t, "errors", action)
+				require.Contains(t, string(answer), "choose how long to silence")
+				time.Sleep(100 * time.Millisecond)
+				require.Len(t, r.actions.Calls(), n, "nothing is silenced")
+				return
+			}
+			require.Equal(t, "clear", action)
+			d, err := time.ParseDuration(tc.submit)
+			require.NoError(t, err)
+			require.Equal(t, "silence "+incidentID+" "+d.String()+" deploy freeze", r.actions.Calls()[len(r.actions.Calls())-1])
+		})
+	}
+}
+
+func TestNewInteractionsRefusesANonPositiveSilenceDuration(t *testing.T) {
+	_, err := NewInteractions(context.Background(), InteractionOptions{Client: slack.New("xoxb-x"), Actions: &fakeActions{},
+		SilenceDurations: []time.Duration{time.Hour, 0}})
+	require.ErrorContains(t, err, "silence duration 0s: want a positive duration")
 }
 
 func TestHTTPInteractionsAreRefusedUnlessSlackSignedThemOnce(t *testing.T) {

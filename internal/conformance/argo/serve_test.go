@@ -159,10 +159,23 @@ func (f *fakeSlack) summary() string { return f.Summary() }
 
 // serveDaemon is one `syncmedic serve` process watching one app of a stack, announcing on slack.
 type serveDaemon struct {
+	// addr is serve's --listen address (host:port): /readyz, /metrics and, with --api-token-file, the incident API.
+	addr  string
 	cmd   *exec.Cmd
 	logs  *testenv.LockedBuffer
 	done  chan struct{}
 	slack *fakeSlack
+}
+
+// stop stops serve as a Pod's termination does (SIGTERM; SIGKILL after 30 s) and waits until it has exited.
+func (d *serveDaemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.done
+	}
 }
 
 // logLen is how much serve has logged so far: an offset for lookedAt.
@@ -218,9 +231,15 @@ func startServe(t *testing.T, app *testenv.RealHookApp, policy string) *fakeSlac
 // flags come last and win (e.g. "--kube-checks=true").
 func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, extra ...string) *serveDaemon {
 	t.Helper()
+	return startServeDaemonOn(t, app, newFakeSlack(t), policy, extra...)
+}
+
+// startServeDaemonOn is startServeDaemon announcing on srv: a serve started again after stop finds the threads of
+// the one before (with the same --state-file).
+func startServeDaemonOn(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, policy string, extra ...string) *serveDaemon {
+	t.Helper()
 	bin := testenv.SyncmedicBinary(t)
 	stack := app.Stack
-	srv := newFakeSlack(t)
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -239,7 +258,7 @@ func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, ext
 		"--slack-token-file", write("slack-token", "xoxb-conformance"), "--slack-channel", "#incidents",
 		"--slack-api-url", srv.GetAPIURL()}
 	args = append(args, extra...)
-	d := &serveDaemon{logs: &testenv.LockedBuffer{}, done: make(chan struct{}), slack: srv}
+	d := &serveDaemon{addr: addr, logs: &testenv.LockedBuffer{}, done: make(chan struct{}), slack: srv}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
