@@ -59,6 +59,9 @@ func layers() map[string]layer {
 		"internal/testenv":     layerSupport,
 		"internal/testclock":   layerSupport,
 		"internal/argoapi/gen": layerTop,
+		"internal/ociimage":    layerSupport,
+		"internal/imagebuild":  layerSupport,
+		"hack":                 layerTop,
 	}
 }
 
