@@ -150,7 +150,8 @@ func fixPermission(pol *policy.Policy, f syncmedic.Finding, c policy.Caller) (st
 	allowedBy, may := policy.MayFix(r.FixBy, c)
 	switch {
 	case f.Remedy.Action == syncmedic.ActionNone:
-		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("%s has no remedy syncmedic can apply: run the commands of the incident by hand", f.Rule)}
+		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("nothing will be applied: this %s finding has no action syncmedic can apply (%s); run the commands of the incident by hand",
+			f.Rule, strings.TrimSuffix(f.Remedy.Description, "."))}
 	case r.Mode == policy.ModeOff:
 		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("policy: %s is off", f.Rule)}
 	case len(r.FixBy) == 0:

@@ -112,6 +112,14 @@ func TestAFixOnDemandIsRefusedWhereThePolicyDoesNotAllowIt(t *testing.T) {
 		r.leader = false
 		requireRefused(t, r, id, sre, FixUnavailable, "not the leader")
 	})
+	t.Run("a finding with no action syncmedic can apply says nothing will be applied, and why", func(t *testing.T) {
+		r := newRemediationRig(t, fixByPolicy)
+		f := hookFinding("shop", "migrate")
+		f.Remedy.Action, f.Remedy.Description = syncmedic.ActionNone, "The patch has no effect here: the controller ignores it."
+		r.tr.Observe(ctx, "s", []syncmedic.Finding{f})
+		id := r.tr.Incidents()[0].ID
+		requireRefused(t, r, id, sre, FixForbidden, "nothing will be applied: this "+string(f.Rule)+" finding has no action syncmedic can apply (The patch has no effect here: the controller ignores it)")
+	})
 	t.Run("an unknown incident is not found", func(t *testing.T) {
 		r := newRemediationRig(t, fixByPolicy)
 		requireRefused(t, r, "nope", sre, FixNotFound, "no incident nope")
