@@ -117,6 +117,9 @@ func hookFinishedAt(obj *unstructured.Unstructured) (bool, string, time.Time) {
 			s, _ := m["status"].(string)
 			if (t == "Complete" || t == "Failed") && s == "True" {
 				ts, _ := m["lastTransitionTime"].(string)
+				if ts == "" {
+					ts, _, _ = unstructured.NestedString(obj.Object, "status", "completionTime") // the Job controller's own record
+				}
 				return true, fmt.Sprintf("condition %s=True at %s", t, ts), parseTime(ts)
 			}
 		}

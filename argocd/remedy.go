@@ -350,16 +350,15 @@ func (r *Remedies) HardRefresh(ctx context.Context, f syncmedic.Finding, dryRun 
 }
 
 // ForceFinalizerRemoval sets spec.artifactGC.forceFinalizerRemoval on an Argo Workflow that an Argo CD application
-// manages, with PatchResource (a merge patch, idempotent by nature).
+// manages, with PatchResource (a merge patch, idempotent by nature). It reads the live Workflow first, in a dry run
+// too, and refuses with a permanent error, writing nothing, when status.artifactGCStatus.podsRecouped is empty: the
+// workflow controller ignores the field on a workflow for which it created no garbage-collection Pod
+// (argo-workflows #13499), so a stale finding cannot apply it either.
 func (r *Remedies) ForceFinalizerRemoval(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
 	out := syncmedic.Outcome{Action: syncmedic.ActionForceFinalizerRemoval, DryRun: dryRun}
 	t, o, patch, patchType, err := patchOf(f, "")
 	if err != nil {
 		return out, err
-	}
-	out.Steps = []string{fmt.Sprintf("PatchResource app=%s %s %s: %s", t, o, patchType, patch)}
-	if dryRun {
-		return out, nil
 	}
 	live, err := r.getResource(ctx, t, o)
 	if err != nil {
@@ -369,16 +368,31 @@ func (r *Remedies) ForceFinalizerRemoval(ctx context.Context, f syncmedic.Findin
 		}
 		return out, classify(CallGetResource, t.String(), err)
 	}
+	if pods, _, _ := unstructured.NestedMap(live.Object, "status", "artifactGCStatus", "podsRecouped"); len(pods) == 0 {
+		out.Steps = []string{fmt.Sprintf("refused: nothing written to %s: %s Remove the finalizer by hand (the commands of the finding).", o, forceIgnored)}
+		return out, syncmedic.Permanent(fmt.Errorf("refusing to patch %s: %s", o, forceIgnored))
+	}
 	if v, _, _ := unstructured.NestedBool(live.Object, "spec", "artifactGC", "forceFinalizerRemoval"); v {
-		out.Steps = []string{fmt.Sprintf("%s already has spec.artifactGC.forceFinalizerRemoval=true", o)}
+		out.Steps = []string{fmt.Sprintf("%s already has spec.artifactGC.forceFinalizerRemoval=true; waiting for the workflow controller", o)}
+		return out, nil
+	}
+	out.Steps = []string{fmt.Sprintf("PatchResource app=%s %s %s: %s", t, o, patchType, patch)}
+	if dryRun {
 		return out, nil
 	}
 	if _, err := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType)); err != nil {
 		return out, classify(CallPatchResource, t.String(), err)
 	}
 	out.Changed = true
+	out.Steps = append(out.Steps, "patch written: the workflow controller removes the artifact-gc finalizer itself on its next pass over the Workflow, "+
+		"once its garbage-collection Pods have ended; the Workflow stays until it does")
 	return out, nil
 }
+
+// forceIgnored says why ForceFinalizerRemoval refuses a Workflow whose status.artifactGCStatus.podsRecouped is
+// empty (kube.NoEffectReason says the same for the findings).
+const forceIgnored = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, " +
+	"and it created none (status.artifactGCStatus.podsRecouped is empty: nothing to collect, argo-workflows #13499)."
 
 func strPtr(s string) *string { return &s }
 

@@ -174,9 +174,13 @@ func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how
 }
 
 // HookCompletionMissed reports an operation Running while it waits for a hook whose live object already finished,
-// or is not found, for longer than the threshold: the fast-Job race (argo-cd #21055, #6880). The time counts from
-// when the hook finished (or, when it is not found, from the operation's last change): the resource tree comes from
-// the controller's cache and lags it by seconds, so a hook that just finished or was just created is not missed.
+// or is not found, for longer than the threshold: the fast-Job race (argo-cd #21055, #6880). The time — the
+// threshold and the "has waited" of the summary alike — counts from when the hook finished (a Job's Complete or
+// Failed condition, a Pod's last container's finishedAt, a Workflow's finishedAt), or from the operation's last change
+// (startedAt, or StateSince when later) when that is later or the hook is not found — so not from a retried
+// operation's startedAt, which it keeps across its earlier attempts and their backoff, once the hook of the current
+// attempt finished. The resource tree comes from the controller's cache and lags it by seconds, so a hook that just
+// finished or was just created is not missed.
 //
 // Nothing is reported while the controller has set the operation aside (OperationPause): a sync window returns before
 // gitops-engine runs (v2.14.21 controller/sync.go:176-186), and a retry backoff keeps the failed attempt's results,
@@ -206,17 +210,17 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 	var out []syncmedic.Finding
 	for _, ref := range waiting {
 		live := liveHook(obs, ref)
-		var why, state string
+		var why string
 		since := lastChange
+		var finished time.Time // when the hook finished, when it did and its object records when
 		if live == nil {
 			why = "not found in Argo CD's resource tree (deleted — by its TTL or a delete policy — before Argo CD saw it finish)"
-			state = "which is not found"
 		} else if done, ev, at := hookFinishedAt(live); done {
 			if finalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at) {
 				continue // held for the controller, which has not looked since it finished
 			}
 			why = "finished: " + ev
-			state = "which already finished"
+			finished = at
 			if at.After(since) {
 				since = at
 			}
@@ -233,8 +237,7 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 			o.Group, o.Kind, o.Name, o.Version = ref.Group, ref.Kind, ref.Name, ""
 			o.Namespace = obs.App.Spec.Destination.Namespace
 		}
-		f := syncmedic.NewFinding(syncmedic.RuleHookCompletionMissed, o,
-			fmt.Sprintf("Sync of %s has waited %s for hook %s, %s", appName(obs), syncmedic.HumanDuration(now.Sub(op.StartedAt.Time)), ref, state))
+		f := syncmedic.NewFinding(syncmedic.RuleHookCompletionMissed, o, completionMissedSummary(obs, ref, live != nil, now, since, finished))
 		f.Since = since
 		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "hook " + ref.String(), Value: why})
 		if live != nil {
@@ -247,6 +250,25 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 		out = append(out, f)
 	}
 	return out
+}
+
+// completionMissedSummary says how long the sync has waited for the hook ref since it could have seen it done (since,
+// when the rule's threshold started counting): since the hook finished (finished, zero when its object does not
+// record when), or since the operation's last change when that is later or the hook is not found (found false) —
+// not since the operation started when anything later is known: a retried operation keeps its startedAt across its
+// earlier attempts and their backoff.
+func completionMissedSummary(obs AppObservation, ref hookRef, found bool, now, since, finished time.Time) string {
+	waited := syncmedic.HumanDuration(now.Sub(since))
+	switch {
+	case !found:
+		return fmt.Sprintf("Sync of %s has waited %s for hook %s, which is not found", appName(obs), waited, ref)
+	case finished.IsZero():
+		return fmt.Sprintf("Sync of %s is still waiting for hook %s, which already finished (its object does not record when); the operation last changed %s ago", appName(obs), ref, waited)
+	case !since.After(finished):
+		return fmt.Sprintf("Sync of %s has waited %s for hook %s since it finished", appName(obs), waited, ref)
+	default:
+		return fmt.Sprintf("Sync of %s has waited %s for hook %s, which finished %s ago", appName(obs), waited, ref, syncmedic.HumanDuration(now.Sub(finished)))
+	}
 }
 
 // HookImmutable reports a failed operation whose message says "field is immutable" about a hook whose previous

@@ -177,7 +177,7 @@ func TestEvaluate(t *testing.T) {
 				require.Equal(t, syncmedic.ActionTerminateAndResync, f.Remedy.Action)
 				require.True(t, f.Remedy.RerunsHooks, "a new sync re-runs every hook")
 				require.Contains(t, f.Remedy.Description, "runs every hook of the application again")
-				require.Contains(t, f.Summary, "which already finished")
+				require.Equal(t, "Sync of argocd/shop has waited 59m for hook batch/Job/migrate since it finished", f.Summary, "counted from when the Job finished, not from the operation's start an hour ago")
 				require.Equal(t, now.Add(-59*time.Minute), f.Since, "counted from when the Job finished")
 				require.Equal(t, []string{"argocd app terminate-op argocd/shop", "argocd app sync argocd/shop --revision 4f2c1e9 --sync-option CreateNamespace=true"}, f.Remedy.Commands)
 				require.Equal(t, "CreateNamespace=true", f.Remedy.Params[ParamSyncOptions])

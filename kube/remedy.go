@@ -16,7 +16,9 @@ import (
 // WorkflowRemedier applies workflows/force-finalizer-removal through the Kubernetes API: a merge patch setting
 // spec.artifactGC.forceFinalizerRemoval: true, so the workflow controller drops its own artifact-gc finalizer. A
 // Workflow an Argo CD application manages goes to ArgoCD instead (Argo CD's PatchResource), so Argo CD's view and
-// RBAC stay in charge; without ArgoCD such a finding is refused.
+// RBAC stay in charge; without ArgoCD such a finding is refused. It re-reads the live Workflow first and refuses,
+// with a permanent error and nothing written, one whose status.artifactGCStatus.podsRecouped is empty: the workflow
+// controller ignores the field there (NoEffectReason), so a stale finding cannot apply it either.
 type WorkflowRemedier struct {
 	// Dynamic reads and patches Workflows.
 	Dynamic dynamic.Interface
@@ -60,6 +62,10 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 		out.Steps = append(out.Steps, fmt.Sprintf("Workflow %s no longer has the %s finalizer; nothing to do", key, ArtifactGCFinalizer))
 		return out, nil
 	}
+	if !gcPodsRecouped(wf) {
+		out.Steps = append(out.Steps, fmt.Sprintf("refused: nothing written to Workflow %s: %s Remove the finalizer by hand (the commands of the finding).", key, NoEffectReason))
+		return out, syncmedic.Permanent(fmt.Errorf("refusing to patch Workflow %s: %s", key, NoEffectReason))
+	}
 	if set, _, _ := unstructured.NestedBool(wf.Object, "spec", "artifactGC", "forceFinalizerRemoval"); set {
 		out.Steps = append(out.Steps, fmt.Sprintf("Workflow %s already has spec.artifactGC.forceFinalizerRemoval: true; waiting for the workflow controller", key))
 		return out, nil
@@ -81,9 +87,14 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 		return out, err
 	}
 	out.Changed = true
-	out.Steps = append(out.Steps, step)
+	out.Steps = append(out.Steps, step, ControllerRemovesFinalizer)
 	return out, nil
 }
+
+// ControllerRemovesFinalizer is the last step of an applied force-finalizer-removal: the patch only asks, and the
+// Workflow stays until the workflow controller acts on it.
+const ControllerRemovesFinalizer = "patch written: the workflow controller removes the " + ArtifactGCFinalizer +
+	" finalizer itself on its next pass over the Workflow, once its garbage-collection Pods have ended; the Workflow stays until it does"
 
 // DelegateTo makes r the remedier for Workflows an Argo CD application owns (serve wires Argo CD's here).
 func (w *WorkflowRemedier) DelegateTo(r syncmedic.Remedier) { w.ArgoCD = r }

@@ -220,7 +220,12 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "a failed workflow with no artifacts held by artifact-gc while deleting is stuck, not generically terminating",
 			inv: func(t *testing.T) Inventory {
-				return Inventory{Workflows: []*unstructured.Unstructured{obj(t, failedWorkflow)}}
+				wf := obj(t, failedWorkflow)
+				// A garbage-collection Pod recorded: the controller acts on forceFinalizerRemoval (without one the
+				// finding offers no action, TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem).
+				pods := map[string]interface{}{"build-arm64-x7k2p-artgc-wfdel-2166136261": true}
+				require.NoError(t, unstructured.SetNestedMap(wf.Object, pods, "status", "artifactGCStatus", "podsRecouped"))
+				return Inventory{Workflows: []*unstructured.Unstructured{wf}}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck},
 			check: func(t *testing.T, fs []syncmedic.Finding) {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/syncmedic/syncmedic"
@@ -75,7 +76,8 @@ func scenarioOrphanWebhook(t *testing.T, env *testenv.Env, ns string) *admission
 	return cfg
 }
 
-// scenarioFailedWorkflow: a Failed Workflow without output artifacts, held by the artifact-gc finalizer, deleted.
+// scenarioFailedWorkflow: a Failed Workflow without output artifacts, held by the artifact-gc finalizer, deleted, with
+// a garbage-collection Pod recorded (podsRecouped), so the workflow controller would act on forceFinalizerRemoval.
 func scenarioFailedWorkflow(t *testing.T, env *testenv.Env, ns string) *unstructured.Unstructured {
 	ctx := context.Background()
 	wf := &unstructured.Unstructured{Object: map[string]interface{}{
@@ -84,7 +86,10 @@ func scenarioFailedWorkflow(t *testing.T, env *testenv.Env, ns string) *unstruct
 		"spec": map[string]interface{}{"entrypoint": "main",
 			"templates":  []interface{}{map[string]interface{}{"name": "main", "container": map[string]interface{}{"image": "busybox"}}},
 			"artifactGC": map[string]interface{}{"strategy": "OnWorkflowDeletion"}},
-		"status": map[string]interface{}{"phase": "Failed", "message": "child 'nightly-1' failed"},
+		// hand-written state: no Argo Workflows controller runs in this scanner test; a garbage-collection Pod is
+		// recorded (podsRecouped) so the remedy applies (the real v3.5.10 state without one: internal/conformance/workflows).
+		"status": map[string]interface{}{"phase": "Failed", "message": "child 'nightly-1' failed",
+			"artifactGCStatus": map[string]interface{}{"podsRecouped": map[string]interface{}{"nightly-artgc-wfdel-2166136261": true}}},
 	}}
 	res := env.Dynamic.Resource(workflowsGVR).Namespace(ns)
 	created, err := res.Create(ctx, wf, metav1.CreateOptions{})
@@ -156,6 +161,29 @@ func TestScannerDetectsTheClusterScenariosOnTheAPIServer(t *testing.T) {
 		out, err = r.Remediate(context.Background(), f, false)
 		require.NoError(t, err)
 		require.False(t, out.Changed, "idempotent")
+	})
+
+	t.Run("a stale finding is refused once the live Workflow has no garbage-collection Pod recorded", func(t *testing.T) {
+		f, ok := sink.find(syncmedic.RuleArtifactGCFinalizerStuck, ns, wf.GetName())
+		require.True(t, ok)
+		wfs := env.Dynamic.Resource(workflowsGVR).Namespace(ns)
+		// hand-written state: the Workflow as v3.5.10 leaves it (no garbage-collection Pod), forceFinalizerRemoval
+		// unset again; no workflow controller runs here.
+		_, err := wfs.Patch(context.Background(), wf.GetName(), types.MergePatchType,
+			[]byte(`{"spec":{"artifactGC":{"forceFinalizerRemoval":null}},"status":{"artifactGCStatus":{"podsRecouped":null}}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		before, err := wfs.Get(context.Background(), wf.GetName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, dryRun := range []bool{true, false} {
+			out, err := kube.NewWorkflowRemedier(env.Dynamic).Remediate(context.Background(), f, dryRun)
+			require.Error(t, err)
+			require.True(t, syncmedic.IsPermanent(err))
+			require.Contains(t, err.Error(), "podsRecouped is empty")
+			require.False(t, out.Changed)
+		}
+		after, err := wfs.Get(context.Background(), wf.GetName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, before.GetResourceVersion(), after.GetResourceVersion(), "nothing written")
 	})
 
 	t.Run("a Workflow an Argo CD app manages is not patched behind Argo CD's back", func(t *testing.T) {

@@ -23,9 +23,10 @@ const ArtifactGCFinalizer = "workflows.argoproj.io/artifact-gc"
 // artifact-gc finalizer although it has no output artifacts to collect (argo-workflows #13499). It counts them in the
 // node status wherever the controller keeps it (status.nodes, or status.compressedNodes decoded) and in
 // status.outputs; when the controller offloaded it to its database (status.offloadNodeStatusVersion) or it cannot be
-// decoded, the finding says so. Its remedy is only ever proposed: the controller ignores forceFinalizerRemoval on a
-// workflow for which it created no garbage-collection Pod (noEffect), and forcing it where the artifacts cannot be
-// counted would skip a real garbage collection.
+// decoded, the finding says so. Its remedy is only ever proposed, never applied unattended: forcing it where the
+// artifacts cannot be counted would skip a real garbage collection; and on a workflow for which the controller
+// created no garbage-collection Pod the controller ignores forceFinalizerRemoval, so that finding offers no action at
+// all, only the removal of the finalizer by hand (noEffect).
 func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, wf := range inv.Workflows {
@@ -84,11 +85,13 @@ func ArtifactGCFinalizerStuck(inv Inventory, now time.Time, th Thresholds) []syn
 // spec.artifactGC.forceFinalizerRemoval only once every garbage-collection Pod it created has ended, and it counts a
 // workflow for which it created none as not done (status.artifactGCStatus.podsRecouped empty;
 // ArtGCStatus.AllArtifactGCPodsRecouped in v3.5.10 and v3.6.2). A failed workflow with nothing to collect gets no
-// such Pod, so the patch changes nothing (proven on v3.5.10 by internal/conformance/workflows): the finding proposes
-// removing the finalizer by hand instead.
+// such Pod, so the patch changes nothing (proven on v3.5.10 by internal/conformance/workflows): the finding offers no
+// action syncmedic could apply (ActionNone, no Params) and proposes removing the finalizer by hand instead.
 func noEffect(f *syncmedic.Finding, wf *unstructured.Unstructured, app string) {
-	f.Remedy.Description = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, and it created none (nothing to collect). " +
-		"Upgrade Argo Workflows to v3.5.11+ or v3.6.0+, whose controller removes the finalizer itself, or remove the finalizer by hand (it guards no artifact)."
+	f.Remedy.Action = syncmedic.ActionNone
+	f.Remedy.Params = nil
+	f.Remedy.Description = NoEffectReason + " " +
+		"Upgrade Argo Workflows to v3.5.11+ or v3.6.0+, whose controller removes the finalizer itself, or remove the finalizer by hand (it guards no artifact); syncmedic applies nothing here."
 	i := 0
 	for j, fin := range wf.GetFinalizers() {
 		if fin == ArtifactGCFinalizer {
@@ -104,6 +107,11 @@ func noEffect(f *syncmedic.Finding, wf *unstructured.Unstructured, app string) {
 	f.Remedy.Commands = append(f.Remedy.Commands, fmt.Sprintf("kubectl -n %s patch workflow.argoproj.io %s --type json -p '%s'", wf.GetNamespace(), wf.GetName(), patch))
 	f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "status.artifactGCStatus.podsRecouped", Value: "none: no garbage-collection Pod, so forceFinalizerRemoval is ignored"})
 }
+
+// NoEffectReason says why syncmedic neither offers nor applies spec.artifactGC.forceFinalizerRemoval on a workflow
+// whose status.artifactGCStatus.podsRecouped is empty.
+const NoEffectReason = "spec.artifactGC.forceFinalizerRemoval has no effect here: the workflow controller honours it only once the garbage-collection Pods it created have ended, " +
+	"and it created none (status.artifactGCStatus.podsRecouped is empty: nothing to collect, argo-workflows #13499)."
 
 // gcPodsRecouped reports whether the workflow controller has recorded at least one garbage-collection Pod of the
 // workflow (status.artifactGCStatus.podsRecouped), the condition under which it acts on forceFinalizerRemoval.

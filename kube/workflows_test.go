@@ -28,7 +28,8 @@ func compressNodes(t *testing.T, nodesJSON string) string {
 // (status.compressedNodes) or offloads it to its database (status.offloadNodeStatusVersion) when it grows, leaving
 // status.nodes empty, and keeps the workflow's own outputs in status.outputs. The forced removal skips the garbage
 // collection, and the controller ignores it without a garbage-collection Pod: it is only ever proposed, and where
-// the controller would ignore it the removal of the finalizer by hand is proposed instead.
+// the controller would ignore it the finding offers no action at all: the removal of the finalizer by hand is proposed
+// instead.
 func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 	withStatus := func(t *testing.T, set func(status map[string]interface{})) Inventory {
 		wf := obj(t, failedWorkflow)
@@ -57,6 +58,12 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 			set: func(t *testing.T, s map[string]interface{}) {
 				s["nodes"] = map[string]interface{}{"build-arm64-x7k2p": map[string]interface{}{"phase": "Failed"}}
 				s["artifactGCStatus"] = map[string]interface{}{"strategiesProcessed": map[string]interface{}{"OnWorkflowDeletion": true}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, evidence: "0", ignored: true},
+		{name: "no artifactGCStatus at all: no garbage-collection Pod either, removal by hand proposed",
+			set: func(t *testing.T, s map[string]interface{}) {
+				s["nodes"] = map[string]interface{}{"build-arm64-x7k2p": map[string]interface{}{"phase": "Failed"}}
+				delete(s, "artifactGCStatus")
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleArtifactGCFinalizerStuck}, evidence: "0", ignored: true},
 		{name: "compressed node status with an artifact is decoded: left to the garbage collection",
@@ -89,8 +96,13 @@ func TestArtifactGCCountsArtifactsWhereverTheStatusKeepsThem(t *testing.T) {
 				return
 			}
 			f := fs[0]
-			require.Equal(t, syncmedic.ActionForceFinalizerRemoval, f.Remedy.Action)
 			require.False(t, f.Remedy.AutoSafe, "never applied unattended")
+			if tt.ignored {
+				require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "the controller ignores the patch: no action syncmedic could apply")
+				require.Empty(t, f.Remedy.Params, "no patch to apply")
+			} else {
+				require.Equal(t, syncmedic.ActionForceFinalizerRemoval, f.Remedy.Action)
+			}
 			var count string
 			for _, e := range f.Evidence {
 				if e.Field == "output artifacts" {

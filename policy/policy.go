@@ -312,7 +312,7 @@ func (p *Policy) Decide(f syncmedic.Finding) Decision {
 	case r.Mode == ModeOff:
 		d.Reason = fmt.Sprintf("policy: %s is off", f.Rule)
 	case f.Remedy.Action == syncmedic.ActionNone:
-		d.Reason = "no automatic remedy for this rule: the manual steps are above"
+		d.Reason = "no action syncmedic can apply to this finding: nothing will be applied; the manual steps are above"
 	case p.KillSwitch:
 		d.Reason = "the kill switch is on: syncmedic takes no action (dry-run)"
 	case r.Mode != ModeAuto:

@@ -23,8 +23,9 @@ const (
 	FixNotFound FixErrorCode = "NotFound"
 	// FixForbidden: the policy does not let this caller (or anyone) fix this rule here.
 	FixForbidden FixErrorCode = "Forbidden"
-	// FixConflict: the incident is resolved, another remedy of the object is running, or the plan changed since the
-	// caller reviewed it (FixResult then holds the new plan).
+	// FixConflict: the incident is resolved, another remedy of the object is running, the plan changed since the
+	// caller reviewed it (FixResult then holds the new plan), or the remedy's dry run refuses the object as it is
+	// now (a permanent error).
 	FixConflict FixErrorCode = "Conflict"
 	// FixRateLimited: the object's rate limit is used up; RetryAfter says when to try again.
 	FixRateLimited FixErrorCode = "RateLimited"
@@ -120,6 +121,11 @@ func (x *Fixer) Fix(ctx context.Context, id string, req FixRequest) (FixResult, 
 	plan, err := rem.Remediate(ctx, f, true)
 	if err != nil {
 		res.Error = err.Error()
+		if syncmedic.IsPermanent(err) {
+			// The remedier read the object and refuses it as it is (a Workflow the controller would ignore the patch
+			// on): no retry changes that.
+			return res, &FixError{Code: FixConflict, Msg: "nothing will be applied: the remedy refuses this object as it is now: " + err.Error()}
+		}
 		return res, &FixError{Code: FixUnavailable, Msg: "the dry-run failed: " + err.Error(), RetryAfter: 10 * time.Second}
 	}
 	res.Steps = nonNilSteps(plan.Steps, f.Remedy.Commands)
@@ -150,7 +156,8 @@ func fixPermission(pol *policy.Policy, f syncmedic.Finding, c policy.Caller) (st
 	allowedBy, may := policy.MayFix(r.FixBy, c)
 	switch {
 	case f.Remedy.Action == syncmedic.ActionNone:
-		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("%s has no remedy syncmedic can apply: run the commands of the incident by hand", f.Rule)}
+		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("nothing will be applied: this %s finding has no action syncmedic can apply (%s); run the commands of the incident by hand",
+			f.Rule, strings.TrimSuffix(f.Remedy.Description, "."))}
 	case r.Mode == policy.ModeOff:
 		return "", &FixError{Code: FixForbidden, Msg: fmt.Sprintf("policy: %s is off", f.Rule)}
 	case len(r.FixBy) == 0:

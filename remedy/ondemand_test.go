@@ -2,6 +2,7 @@ package remedy
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,6 +112,27 @@ func TestAFixOnDemandIsRefusedWhereThePolicyDoesNotAllowIt(t *testing.T) {
 		id := openIncident(t, r, "shop")
 		r.leader = false
 		requireRefused(t, r, id, sre, FixUnavailable, "not the leader")
+	})
+	t.Run("a finding with no action syncmedic can apply says nothing will be applied, and why", func(t *testing.T) {
+		r := newRemediationRig(t, fixByPolicy)
+		f := hookFinding("shop", "migrate")
+		f.Remedy.Action, f.Remedy.Description = syncmedic.ActionNone, "The patch has no effect here: the controller ignores it."
+		r.tr.Observe(ctx, "s", []syncmedic.Finding{f})
+		id := r.tr.Incidents()[0].ID
+		requireRefused(t, r, id, sre, FixForbidden, "nothing will be applied: this "+string(f.Rule)+" finding has no action syncmedic can apply (The patch has no effect here: the controller ignores it)")
+	})
+	t.Run("a remedy whose dry run refuses the object is a conflict that says nothing will be applied, without a retry", func(t *testing.T) {
+		r := newRemediationRig(t, fixByPolicy)
+		id := openIncident(t, r, "shop")
+		r.rem.refusing = syncmedic.Permanent(errors.New("refusing to patch Workflow ci/build: forceFinalizerRemoval has no effect here"))
+		_, err := r.fixer.Fix(ctx, id, FixRequest{Caller: sre})
+		fe, ok := IsFixError(err)
+		require.True(t, ok, "%v", err)
+		require.Equal(t, FixConflict, fe.Code)
+		require.Zero(t, fe.RetryAfter, "retrying cannot help")
+		require.Equal(t, "nothing will be applied: the remedy refuses this object as it is now: refusing to patch Workflow ci/build: forceFinalizerRemoval has no effect here", fe.Msg)
+		real, _ := r.rem.calls()
+		require.Zero(t, real, "nothing is applied")
 	})
 	t.Run("an unknown incident is not found", func(t *testing.T) {
 		r := newRemediationRig(t, fixByPolicy)

@@ -25,6 +25,8 @@ type countingRemedier struct {
 	real    int
 	dry     int
 	failing error
+	// refusing, when set, is the answer of a dry run too (a remedier that read the object and refuses it).
+	refusing error
 }
 
 func (r *countingRemedier) Remediate(_ context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
@@ -32,6 +34,9 @@ func (r *countingRemedier) Remediate(_ context.Context, f syncmedic.Finding, dry
 	defer r.mu.Unlock()
 	if dryRun {
 		r.dry++
+		if r.refusing != nil {
+			return syncmedic.Outcome{Action: f.Remedy.Action, DryRun: true}, r.refusing
+		}
 		return syncmedic.Outcome{Action: f.Remedy.Action, DryRun: true, Steps: []string{"PatchResource (dry-run)"}}, nil
 	}
 	r.real++

@@ -167,7 +167,7 @@ func applyFix(cmd *cobra.Command, o *fixOptions, found syncmedic.Finding) error 
 	fmt.Fprintf(out, "%s %s: %s\n", found.Rule, found.Object, found.Summary)
 	if found.Remedy.Action == syncmedic.ActionNone {
 		printManual(out, found.Remedy)
-		return &exitError{code: exitUsage, err: fmt.Errorf("rule %s only notifies: it has no automatic remedy", found.Rule)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("nothing applied: this %s finding has no action syncmedic can apply (the remedy above says why); run its commands by hand", found.Rule)}
 	}
 	rems, closeAll, err := fixRemediers(&o.live, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 	if err != nil {
@@ -180,7 +180,7 @@ func applyFix(cmd *cobra.Command, o *fixOptions, found syncmedic.Finding) error 
 		return &exitError{code: exitUsage, err: fmt.Errorf("action %s needs %s", found.Remedy.Action, neededSource(found.Remedy.Action))}
 	}
 	outcome, err := r.Remediate(cmd.Context(), found, !o.yes)
-	printOutcome(out, outcome)
+	printOutcome(out, outcome, err)
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w", found.Remedy.Action, err)}
 	}
@@ -190,9 +190,13 @@ func applyFix(cmd *cobra.Command, o *fixOptions, found syncmedic.Finding) error 
 	return nil
 }
 
-func printOutcome(w io.Writer, o syncmedic.Outcome) {
+// printOutcome prints what the remedier did or would do; err is its error (a refusal or a failure: nothing or not
+// everything was applied).
+func printOutcome(w io.Writer, o syncmedic.Outcome, err error) {
 	verb := "Applied"
 	switch {
+	case err != nil && !o.Changed:
+		verb = "Not applied:"
 	case o.DryRun:
 		verb = "Would apply"
 	case !o.Changed:

@@ -66,7 +66,7 @@ func TestFixTakesEitherIDAndOnlyCallsAKnownFindingFixed(t *testing.T) {
 	ns := env.Namespace(t)
 	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
 	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
-	// status is written as the workflow-controller writes it.
+	// status is written as the workflow-controller writes it, plus a garbage-collection Pod recorded (podsRecouped) so the remedy applies.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "ids-build")
 	live := []string{"--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s"}
 

@@ -23,8 +23,11 @@ func TestLiveClusterScan(t *testing.T) {
 	job := testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "live-migrate"})
 	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
 	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
-	// status is written as the workflow-controller writes it.
+	// status is written as the workflow-controller writes it, plus a garbage-collection Pod recorded (podsRecouped) so the remedy applies.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "live-build")
+	// hand-written state: the same Workflow as v3.5.10 really leaves it, without a garbage-collection Pod (no
+	// controller runs here; internal/conformance/workflows plays it on the real v3.5.10).
+	noPod := testenv.ScenarioWorkflowArtifactGCWithoutGCPod(t, env, ns, "live-build-nopod")
 	hook := testenv.ScenarioWebhookBackendGone(t, env)
 	// hand-written state: a pre-v2beta2 HelmRelease status on a bare apiserver (no helm-controller runs in these cmd
 	// tests, and helm-controller <= v0.36, which wrote it, does not download); the real v1.4.3 controller inherits it
@@ -47,6 +50,7 @@ func TestLiveClusterScan(t *testing.T) {
 	}{
 		{"a deleted Job held by a finalizer is stuck terminating", "Job/" + ns + "/" + job.Name, syncmedic.RuleStuckTerminating},
 		{"a failed Workflow held by artifact-gc is reported", "Workflow/" + ns + "/" + wf.GetName(), syncmedic.RuleArtifactGCFinalizerStuck},
+		{"a failed Workflow held by artifact-gc without a garbage-collection Pod is reported", "Workflow/" + ns + "/" + noPod.GetName(), syncmedic.RuleArtifactGCFinalizerStuck},
 		{"a webhook whose Service is gone is reported", "ValidatingWebhookConfiguration//" + hook.Webhook.Name, syncmedic.RuleWebhookBackendMissing},
 		{"a HelmRelease with a pre-v2beta2 status is reported", "HelmRelease/" + ns + "/" + hr.Name, syncmedic.RuleHelmReleaseStaleStatus},
 	} {
@@ -81,8 +85,11 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(context.Background(), hr))
 	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
 	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
-	// status is written as the workflow-controller writes it.
+	// status is written as the workflow-controller writes it, plus a garbage-collection Pod recorded (podsRecouped) so the remedy applies.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "fix-build")
+	// hand-written state: the same Workflow as v3.5.10 really leaves it, without a garbage-collection Pod (no
+	// controller runs here; internal/conformance/workflows plays it on the real v3.5.10).
+	noPod := testenv.ScenarioWorkflowArtifactGCWithoutGCPod(t, env, ns, "fix-build-nopod")
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	fingerprint := func(t *testing.T, kind, name string) string {
 		_, out, _ := runCLI(t, "scan", "--kubeconfig", env.Kubeconfig, "--now", later, "-o", "json")
@@ -122,6 +129,37 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 		require.NoError(t, err)
 		force, _, _ := unstructured.NestedBool(got.Object, "spec", "artifactGC", "forceFinalizerRemoval")
 		require.True(t, force)
+		require.Contains(t, out, "Applied "+string(syncmedic.ActionForceFinalizerRemoval))
+		require.Contains(t, out, "patch written: the workflow controller removes the "+testenv.ArtifactGCFinalizer+" finalizer itself")
+	})
+	t.Run("a Workflow without a garbage-collection Pod is reported, offers no action, and fix --yes patches nothing", func(t *testing.T) {
+		_, out, _ := runCLI(t, "scan", "--kubeconfig", env.Kubeconfig, "--now", later, "-o", "json")
+		var r syncmedic.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		var found []syncmedic.Finding
+		for _, f := range r.Findings {
+			if f.Object.Namespace == ns && f.Object.Name == noPod.GetName() {
+				found = append(found, f)
+			}
+		}
+		require.Len(t, found, 1, "one finding for the Workflow")
+		f := found[0]
+		require.Equal(t, syncmedic.RuleArtifactGCFinalizerStuck, f.Rule)
+		require.Equal(t, "Workflow", f.Object.Kind)
+		require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "the workflow controller ignores forceFinalizerRemoval here")
+		require.Empty(t, f.Remedy.Params)
+		before := noPod.GetResourceVersion()
+		code, out, errOut := runCLI(t, "fix", f.Fingerprint, "--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s", "--yes")
+		require.Equal(t, exitUsage, code, out+errOut)
+		require.Contains(t, out, "has no effect here", "fix says why")
+		require.Contains(t, out, `--type json -p`, "and prints the removal by hand")
+		require.Contains(t, errOut, "nothing applied")
+		require.NotContains(t, out, "Applied")
+		got, err := env.Dynamic.Resource(testenv.WorkflowGVR).Namespace(ns).Get(context.Background(), noPod.GetName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, before, got.GetResourceVersion(), "the Workflow is not patched")
+		force, _, _ := unstructured.NestedBool(got.Object, "spec", "artifactGC", "forceFinalizerRemoval")
+		require.False(t, force)
 	})
 }
 
@@ -143,7 +181,7 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, hr))
 	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
 	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
-	// status is written as the workflow-controller writes it.
+	// status is written as the workflow-controller writes it, plus a garbage-collection Pod recorded (podsRecouped) so the remedy applies.
 	wf := testenv.ScenarioWorkflowArtifactGCStuck(t, env, ns, "rbac-build")
 
 	user := "reader-" + ns

@@ -361,44 +361,74 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 }
 
 // startComponent runs exe as component (ARGOCD_BINARY_NAME) with the flags args(ports) on free loopback ports,
-// logging to Dir/<component>.log, and waits with ready; a port taken meanwhile (another test binary) means a retry
-// with new ports. It returns the address of the first port.
+// logging to Dir/<component>.log, and waits with ready; a port taken meanwhile by another process means a new start
+// on new ports (StartOnFreePorts). It returns the address of the first port.
 func (s *RealArgoCD) startComponent(exe string, envv []string, component string, args func(ports []int) []string,
 	ready func(ports []int, exited <-chan struct{}) error) (string, error) {
 	logPath := filepath.Join(s.Dir, component+".log")
 	s.Logs[component] = logPath
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		ports, err := freePorts(2)
-		if err != nil {
-			return "", err
-		}
-		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return "", err
-		}
-		cmd := exec.Command(exe, args(ports)...)
-		cmd.Env = append(append([]string(nil), envv...), "ARGOCD_BINARY_NAME="+component)
-		cmd.Dir = s.Dir
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		stop, exited, err := startProcess(cmd, 10*time.Second)
-		if err != nil {
-			_ = logFile.Close()
-			return "", err
-		}
-		_ = reapLater("pg", strconv.Itoa(cmd.Process.Pid))
-		stopNow := register(func() { stop(); _ = logFile.Close() })
-		if lastErr = ready(ports, exited); lastErr == nil {
-			s.pids[component] = cmd.Process.Pid
-			s.stops = append(s.stops, stopNow)
-			return loopback(ports[0]), nil
-		}
-		stopNow()
-		if !strings.Contains(tail(logPath, 20), "address already in use") {
-			break
-		}
+	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: component, Ports: 2,
+		Start: func(ports []int) (PortChild, error) {
+			return startLogged(exe, args(ports), append(append([]string(nil), envv...), "ARGOCD_BINARY_NAME="+component), s.Dir, logPath)
+		},
+		Ready: func(ports []int, c PortChild) error { return ready(ports, c.Exited()) },
+	})
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%s: %w\n%s", component, lastErr, tail(logPath, 30))
+	p := c.(*loggedProcess)
+	s.pids[component] = p.pid
+	s.stops = append(s.stops, p.Stop)
+	return loopback(ports[0]), nil
+}
+
+// loggedProcess is a process that appends its output to a log file shared by its restarts; Output reads only what
+// this start wrote.
+type loggedProcess struct {
+	pid     int
+	logPath string
+	offset  int64
+	exited  <-chan struct{}
+	stop    func()
+}
+
+// startLogged starts exe with args, env and dir, appending its output to logPath, registered for teardown.
+func startLogged(exe string, args, env []string, dir, logPath string) (*loggedProcess, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := logFile.Stat()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	stop, exited, err := startProcess(cmd, 10*time.Second)
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	_ = reapLater("pg", strconv.Itoa(cmd.Process.Pid))
+	return &loggedProcess{pid: cmd.Process.Pid, logPath: logPath, offset: fi.Size(), exited: exited,
+		stop: register(func() { stop(); _ = logFile.Close() })}, nil
+}
+
+// Exited implements PortChild.
+func (p *loggedProcess) Exited() <-chan struct{} { return p.exited }
+
+// Stop implements PortChild.
+func (p *loggedProcess) Stop() { p.stop() }
+
+// Output implements PortChild: the log from this start on.
+func (p *loggedProcess) Output() string {
+	b, _ := os.ReadFile(p.logPath)
+	if int64(len(b)) < p.offset {
+		return ""
+	}
+	return string(b[p.offset:])
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -45,24 +44,14 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// startRedis starts redis-server with no persistence in its own temporary directory, retrying when another process
-// takes the chosen port first.
-func startRedis() (addr string, stop func(), err error) {
-	path, err := redisPath()
-	if err != nil {
-		return "", nil, err
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		addr, stop, err = startRedisOnce(path)
-		if err == nil {
-			return addr, stop, nil
-		}
-	}
-	return "", nil, fmt.Errorf("starting redis-server: %w", err)
-}
+// startRedis starts redis-server with no persistence in its own temporary directory on a free port, started again
+// on another one when another process takes it first (StartOnFreePorts: the PING may even reach that process's
+// redis, so it is the bind error redis-server logs before it exits that tells).
+func startRedis() (addr string, stop func(), err error) { return startRedisOn(nil) }
 
-func startRedisOnce(path string) (string, func(), error) {
-	port, err := freePort()
+// startRedisOn is startRedis whose first start uses the port reserved, when given.
+func startRedisOn(reserved []int) (addr string, stop func(), err error) {
+	path, err := redisPath()
 	if err != nil {
 		return "", nil, err
 	}
@@ -70,25 +59,19 @@ func startRedisOnce(path string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-		"--dir", dir, "--protected-mode", "yes", "--loglevel", "warning", "--daemonize", "no")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	stopProc, exited, err := startProcess(cmd, 5*time.Second)
+	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: "redis-server", Ports: 1, Reserved: reserved,
+		Start: func(ports []int) (PortChild, error) {
+			cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--save", "", "--appendonly", "no",
+				"--dir", dir, "--protected-mode", "yes", "--loglevel", "warning", "--daemonize", "no")
+			return StartChild("redis-server", cmd, 5*time.Second)
+		},
+		Ready: func(ports []int, c PortChild) error { return waitRedis(loopback(ports[0]), c.Exited()) },
+	})
 	if err != nil {
 		removeDir()
-		return "", nil, err
+		return "", nil, fmt.Errorf("starting redis-server: %w", err)
 	}
-	stop := register(func() {
-		stopProc()
-		removeDir()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitRedis(addr, exited); err != nil {
-		stop()
-		return "", nil, fmt.Errorf("%w; output: %s", err, out.String())
-	}
-	return addr, stop, nil
+	return loopback(ports[0]), func() { c.Stop(); removeDir() }, nil
 }
 
 // waitRedis waits until redis answers PING.
@@ -101,6 +84,11 @@ func waitRedis(addr string, exited <-chan struct{}) error {
 		err := pingRedis(addr)
 		if err == nil {
 			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("process exited while answering no PING on %s", addr)
+		default:
 		}
 		if time.Now().After(deadline) {
 			return err

@@ -20,8 +20,26 @@ const ArtifactGCFinalizer = "workflows.argoproj.io/artifact-gc"
 var WorkflowGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
 
 // ScenarioWorkflowArtifactGCStuck creates a Failed Workflow with no output artifacts that carries the artifact-gc
-// finalizer and deletes it, so it is stuck terminating (argo-workflows #13499). It returns the Workflow as read back.
+// finalizer and deletes it, so it is stuck terminating, with one garbage-collection Pod recorded in
+// status.artifactGCStatus.podsRecouped: the state in which the workflow controller acts on
+// spec.artifactGC.forceFinalizerRemoval, so syncmedic's workflows/force-finalizer-removal applies. It returns the
+// Workflow as read back.
 func ScenarioWorkflowArtifactGCStuck(t testing.TB, env *Env, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	// hand-written state: the builder's shared status write, with a garbage-collection Pod recorded; callers say why.
+	return scenarioWorkflowArtifactGC(t, env, namespace, name, true)
+}
+
+// ScenarioWorkflowArtifactGCWithoutGCPod is ScenarioWorkflowArtifactGCStuck as v3.5.10 leaves it (argo-workflows
+// #13499, played in internal/conformance/workflows): no garbage-collection Pod recorded, so the workflow controller
+// ignores spec.artifactGC.forceFinalizerRemoval and syncmedic must offer and apply nothing.
+func ScenarioWorkflowArtifactGCWithoutGCPod(t testing.TB, env *Env, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	// hand-written state: the builder's shared status write, as v3.5.10 leaves it; callers say why.
+	return scenarioWorkflowArtifactGC(t, env, namespace, name, false)
+}
+
+func scenarioWorkflowArtifactGC(t testing.TB, env *Env, namespace, name string, gcPod bool) *unstructured.Unstructured {
 	t.Helper()
 	ctx := context.Background()
 	wfs := env.Dynamic.Resource(WorkflowGVR).Namespace(namespace)
@@ -47,7 +65,15 @@ func ScenarioWorkflowArtifactGCStuck(t testing.TB, env *Env, namespace, name str
 	if err != nil {
 		t.Fatalf("testenv: creating Workflow: %v", err)
 	}
-	created.Object["status"] = failedWorkflowStatus(name, created.GetCreationTimestamp().Time)
+	status := failedWorkflowStatus(name, created.GetCreationTimestamp().Time)
+	if gcPod {
+		// hand-written state: a garbage-collection Pod recorded as ended (podsRecouped), the only state in which the
+		// workflow controller honours forceFinalizerRemoval; no Argo Workflows controller runs where this builder is
+		// used, and the failed workflow without artifacts that v3.5.10 really leaves has none (the other builder).
+		status["artifactGCStatus"] = map[string]interface{}{"strategiesProcessed": map[string]interface{}{"OnWorkflowDeletion": true},
+			"podsRecouped": map[string]interface{}{name + "-artgc-wfdel-2166136261": true}}
+	}
+	created.Object["status"] = status
 	// hand-written state: a failed Workflow held by artifact-gc: no Argo Workflows controller runs in these tests (the
 	// real v3.5.10 produces it in internal/conformance/workflows TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts), so its
 	// status is written as the workflow-controller writes it; callers say why they need it.

@@ -76,43 +76,85 @@ receivers:
         send_resolved: true
 `, rec.URL)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "alertmanager.yml"), []byte(config), 0o600))
-	port := freePort(t)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{"--config.file=" + filepath.Join(dir, "alertmanager.yml"), "--storage.path=" + filepath.Join(dir, "data"),
-		"--web.listen-address=" + addr, "--cluster.listen-address=", "--log.level=debug"}
+	args := func(port int) []string {
+		return []string{"--config.file=" + filepath.Join(dir, "alertmanager.yml"), "--storage.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + loopback(port), "--cluster.listen-address=", "--log.level=debug"}
+	}
+	var web []string
 	if o.user != "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(o.password), bcrypt.MinCost)
 		require.NoError(t, err)
-		web := fmt.Sprintf("basic_auth_users:\n  %s: %s\n", o.user, hash)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yml"), []byte(web), 0o600))
-		args = append(args, "--web.config.file="+filepath.Join(dir, "web.yml"))
+		webConfig := fmt.Sprintf("basic_auth_users:\n  %s: %s\n", o.user, hash)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yml"), []byte(webConfig), 0o600))
+		web = []string{"--web.config.file=" + filepath.Join(dir, "web.yml")}
 	}
-	am := &realAlertmanager{URL: "http://" + addr, received: rec}
+	am := &realAlertmanager{received: rec}
+	// A later start publishes its URL first, on a port picked free now (nothing may listen there meanwhile: the
+	// replica must find Alertmanager down), and a start that loses it cannot move to another one: the replica posts
+	// to the published URL.
+	var reserved []int
+	if o.later {
+		reserved = []int{freePort(t)}
+		am.URL = "http://" + loopback(reserved[0])
+	}
 	var once sync.Once
 	am.start = func() {
 		once.Do(func() {
-			child, err := testenv.StartChild("alertmanager", exec.Command(bin, args...), 5*time.Second)
+			// The port is picked free and bound by Alertmanager a moment later: one another process takes meanwhile
+			// means a new start on another port (testenv.StartOnFreePorts).
+			child, ports, err := testenv.StartOnFreePorts(testenv.FreePortsOptions{Name: "alertmanager", Ports: 1, Reserved: reserved,
+				Start: func(ports []int) (testenv.PortChild, error) {
+					return testenv.StartChild("alertmanager", exec.Command(bin, append(args(ports[0]), web...)...), 5*time.Second)
+				},
+				Ready: func(ports []int, c testenv.PortChild) error {
+					return waitReady("http://"+loopback(ports[0])+"/-/ready", o.user, o.password, c.Exited(), 30*time.Second)
+				},
+			})
 			require.NoError(t, err)
 			t.Cleanup(child.Stop)
-			require.Eventually(t, func() bool {
-				req, err := http.NewRequest(http.MethodGet, am.URL+"/-/ready", nil)
-				require.NoError(t, err)
-				if o.user != "" {
-					req.SetBasicAuth(o.user, o.password)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return false
-				}
-				_ = resp.Body.Close()
-				return resp.StatusCode == http.StatusOK
-			}, 30*time.Second, 50*time.Millisecond, "alertmanager did not become ready:\n%s", child.Tail(20))
+			if o.later {
+				require.Equal(t, reserved, ports, "another process took the published port between its release and Alertmanager's bind")
+			}
+			am.URL = "http://" + loopback(ports[0])
 		})
 	}
 	if !o.later {
 		am.start()
 	}
 	return am
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// waitReady waits until url answers 200 (with basic auth when user is set), the process exits, or timeout passes.
+func waitReady(url, user, password string, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if user != "" {
+			req.SetBasicAuth(user, password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("alertmanager exited before it was ready")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("alertmanager not ready after %s: %w", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // gettableAlert is what GET /api/v2/alerts answers for one alert (Alertmanager's models.GettableAlert, in part).

@@ -115,6 +115,8 @@ func TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifacts(t *testing.T) {
 		root := d.slack.Roots(ruleOf(ruleArtifactGC), ns+"/"+name)
 		require.Len(t, root, 1)
 		require.Contains(t, root[0].Blocks, "has no effect here")
+		require.Contains(t, root[0].Blocks, "syncmedic will not act", "the finding offers no syncmedic action")
+		require.NotContains(t, root[0].Blocks, "syncmedic fix", "and no fix command")
 		require.Contains(t, root[0].Blocks, `--type json -p`)
 		require.Len(t, d.roots(), 1, "one incident in all")
 		require.Empty(t, d.remediations(), "serve applied nothing")
