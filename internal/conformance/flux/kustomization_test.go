@@ -1,0 +1,168 @@
+package flux_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/internal/conformance"
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+)
+
+const kustomizeV1 = "kustomize-controller " + fluxreal.KustomizeControllerVersion
+
+// kustomizationThreshold is --kustomization-threshold in these tests.
+const kustomizationThreshold = 5 * time.Second
+
+// notifyPolicy leaves every rule at its default (notify) mode; resolveAfter 1.
+const notifyPolicy = "resolveAfter: 1\n"
+
+// kustomizeStack starts source-controller and kustomize-controller v1.7.3 (and helm-controller, which the stack
+// always runs) on a private apiserver (one kustomize-controller per apiserver), with a git repository served over
+// HTTP and a GitRepository "repo" fetching it every 5s in a fresh namespace.
+func kustomizeStack(t *testing.T) (*fluxreal.Stack, string, *fluxreal.GitServer) {
+	t.Helper()
+	env := testenv.KubePrivate(t)
+	stack := fluxreal.Start(t, env, fluxreal.Options{Kustomize: true})
+	ns := env.Namespace(t)
+	git := fluxreal.NewGitServer(t)
+	return stack, ns, git
+}
+
+// widgetCRD is a namespaced CRD example.com/v1 Widget, created by the test (not by a Kustomization).
+func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: boolPtr(true)}}}},
+		},
+	}
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// lookedAtKustomization is lookedAt for Kustomizations: serve's debug line "evaluated Kustomization" about ns/name
+// since from, each with no finding; it returns how many it saw.
+func (d *daemon) lookedAtKustomization(t *testing.T, ns, name string, from int) int {
+	t.Helper()
+	line := regexp.MustCompile(`msg="evaluated Kustomization" (?:[^\n]* )?subject=` + regexp.QuoteMeta(flux.KustomizationSubject(ns, name)) + ` findings=(\d+)`)
+	evals := line.FindAllStringSubmatch(d.logs.String()[from:], -1)
+	require.NotEmpty(t, evals, "serve evaluated Kustomization %s/%s during the window", ns, name)
+	for _, e := range evals {
+		require.Equal(t, "0", e[1], "serve found something on Kustomization %s/%s during the window", ns, name)
+	}
+	return len(evals)
+}
+
+// Issue 30 item 1 (fluxcd/kustomize-controller #662) on the real kustomize-controller v1.7.3: a Kustomization
+// (prune: true) applied a Widget whose CRD is then removed; kustomize-controller restarts (a Pod restart or a Flux
+// upgrade: its REST mapper then knows no Widget) and the Kustomization is deleted. The finalizer's prune fails with
+// "no matches for kind", v1.7.3 records only the Warning event "pruning for deleted resource failed", and the
+// finalizer stays. serve (threshold 5s) announces flux/kustomization-deletion-stuck about that Kustomization, with
+// the event as evidence and nothing applied (notify only). Near miss: a Kustomization of plain ConfigMaps deleted the
+// same way is pruned and goes; serve evaluated it and found nothing.
+func TestKustomizationDeletionHeldByAFailedPruneIsAnnounced(t *testing.T) {
+	stack, ns, git := kustomizeStack(t)
+	t.Parallel()
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "Kustomization deleted after the CRD of an object it applied was removed (prune: true; controller restarted; serve, deletion threshold 5s)"}
+	defer record(t, row)
+	ctx := context.Background()
+	require.NoError(t, stack.Env.Client.Create(ctx, widgetCRD()))
+	require.Eventually(t, func() bool {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion("example.com/v1")
+		l.SetKind("WidgetList")
+		return stack.Env.Client.List(ctx, l, client.InNamespace(ns)) == nil
+	}, 30*time.Second, 200*time.Millisecond, "the Widget CRD is served")
+	git.Repo.Write(t, "widgets/widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: gizmo\nspec:\n  size: 3\n")
+	git.Repo.Write(t, "plain/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n")
+	git.Repo.Commit(t, "widgets and settings")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 5*time.Second)
+	d := startServe(t, stack, ns, notifyPolicy, "--kustomization-threshold", kustomizationThreshold.String())
+	from := d.logLen()
+	for _, k := range []fluxreal.Kustomization{
+		{Name: "widgets", Path: "./widgets", Prune: true, TargetNamespace: ns},
+		{Name: "plain", Path: "./plain", Prune: true, TargetNamespace: ns},
+	} {
+		stack.CreateKustomization(t, ns, k)
+	}
+	for _, name := range []string{"widgets", "plain"} {
+		stack.WaitForKustomization(t, ns, name, 90*time.Second, "Ready", fluxreal.KustomizationReady)
+	}
+
+	// The near miss first: its prune succeeds and the finalizer goes.
+	stack.DeleteKustomization(t, ns, "plain")
+	require.Eventually(t, func() bool {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(fluxreal.KustomizationGVK)
+		err := stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "plain"}, u)
+		return err != nil
+	}, 60*time.Second, 200*time.Millisecond, "Kustomization plain pruned and gone")
+	require.True(t, apierrorsNotFound(stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, &corev1.ConfigMap{})), "the ConfigMap was pruned")
+	nearEvals := d.lookedAtKustomization(t, ns, "plain", from)
+
+	// The stuck one: the CRD goes, the controller restarts, the Kustomization is deleted.
+	require.NoError(t, stack.Env.Client.Delete(ctx, widgetCRD()))
+	require.Eventually(t, func() bool {
+		return apierrorsNotFound(stack.Env.Client.Get(ctx, client.ObjectKey{Name: "widgets.example.com"}, &apiextensionsv1.CustomResourceDefinition{}))
+	}, 60*time.Second, 200*time.Millisecond, "the Widget CRD is gone")
+	require.NoError(t, stack.RestartKustomizeController())
+	stack.DeleteKustomization(t, ns, "widgets")
+	var pruneEvent corev1.Event
+	require.Eventually(t, func() bool {
+		l := &corev1.EventList{}
+		if err := stack.Env.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.Kind == "Kustomization" && e.InvolvedObject.Name == "widgets" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, flux.PruneFailedMessage) {
+				pruneEvent = e
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, 500*time.Millisecond, "kustomize-controller records the failed prune")
+	held := stack.GetKustomization(t, ns, "widgets")
+	require.NotNil(t, held.GetDeletionTimestamp())
+	require.Contains(t, held.GetFinalizers(), flux.KustomizationFinalizer)
+	row.Controller = fmt.Sprintf("kept finalizer %s on the deleted Kustomization; Warning event %q (reason %s); near miss: the ConfigMaps' Kustomization pruned and removed",
+		flux.KustomizationFinalizer, pruneEvent.Message, pruneEvent.Reason)
+
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleKustomizationDeletionStuck), "widgets")
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 60*time.Second, 200*time.Millisecond, "flux/kustomization-deletion-stuck announced on Slack")
+	require.Contains(t, root.Text, "the prune of its inventory fails")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	still := stack.GetKustomization(t, ns, "widgets")
+	require.Contains(t, still.GetFinalizers(), flux.KustomizationFinalizer, "nothing removed the finalizer")
+	row.Syncmedic = fmt.Sprintf("flux/kustomization-deletion-stuck on Kustomization widgets (notify: the failed prune as evidence; finalizer left in place); near miss: no finding (evaluated: %t)", nearEvals > 0)
+}
+
+func apierrorsNotFound(err error) bool { return apierrors.IsNotFound(err) }
