@@ -106,17 +106,22 @@ func KustomizationFromUnstructured(u *unstructured.Unstructured) (*Kustomization
 	return k, nil
 }
 
-// Timeout is spec.timeout, or the interval when unset (kustomize-controller's GetTimeout).
+// minTimeout is the shortest timeout kustomize-controller v1.7.3 uses (GetTimeout).
+const minTimeout = 30 * time.Second
+
+// Timeout is the timeout kustomize-controller v1.7.3 applies (api/v1 GetTimeout): spec.timeout, or the interval
+// minus 30s when unset, and never less than 30s.
 func (k *Kustomization) Timeout() time.Duration {
-	if k.Spec.Timeout != nil && k.Spec.Timeout.Duration > 0 {
-		return k.Spec.Timeout.Duration
+	d := k.Spec.Interval.Duration - minTimeout
+	if k.Spec.Timeout != nil {
+		d = k.Spec.Timeout.Duration
 	}
-	return k.Spec.Interval.Duration
+	return max(d, minTimeout)
 }
 
 // RetryInterval is spec.retryInterval, or the interval when unset (kustomize-controller's GetRetryInterval).
 func (k *Kustomization) RetryInterval() time.Duration {
-	if k.Spec.RetryInterval != nil && k.Spec.RetryInterval.Duration > 0 {
+	if k.Spec.RetryInterval != nil {
 		return k.Spec.RetryInterval.Duration
 	}
 	return k.Spec.Interval.Duration

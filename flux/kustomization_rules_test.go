@@ -168,6 +168,10 @@ func TestKustomizationFromUnstructuredReadsTheV1Fields(t *testing.T) {
 	k, err := KustomizationFromUnstructured(u)
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Minute, k.Timeout())
+	k.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+	require.Equal(t, 30*time.Second, k.Timeout(), "v1.7.3 never waits less than 30s")
+	k.Spec.Timeout = nil
+	require.Equal(t, 9*time.Minute+30*time.Second, k.Timeout(), "unset: the interval minus 30s")
 	require.Equal(t, 10*time.Minute, k.RetryInterval())
 	require.Equal(t, types.NamespacedName{Namespace: "flux-system", Name: "infra"}, k.dependencyKey(k.Spec.DependsOn[0]))
 	require.Equal(t, "web_frontend_apps_Deployment", k.Status.Inventory.Entries[0].ID)
