@@ -166,3 +166,142 @@ func TestKustomizationDeletionHeldByAFailedPruneIsAnnounced(t *testing.T) {
 }
 
 func apierrorsNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// deploymentManifest is a Deployment of one replica: on an apiserver without kube-controller-manager (KubePrivate)
+// nothing rolls it out, so kustomize-controller's health check never sees it ready.
+func deploymentManifest(name string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: %s}
+  template:
+    metadata:
+      labels: {app: %s}
+    spec:
+      containers:
+        - name: app
+          image: registry.invalid/app:1
+`, name, name, name)
+}
+
+// healthChecking reports whether kustomize-controller is running u's health check (Healthy=Unknown, Ready=Unknown).
+func healthChecking(u *unstructured.Unstructured) bool {
+	healthy, _, msg := fluxreal.KustomizationCondition(u, "Healthy")
+	ready, _, _ := fluxreal.KustomizationCondition(u, "Ready")
+	return healthy == "Unknown" && ready == "Unknown" && strings.HasPrefix(msg, "Running health checks")
+}
+
+// Issue 30 item 1 on the real kustomize-controller v1.7.3: two Kustomizations (wait: true) apply a Deployment that
+// never becomes ready; kustomize-controller starts their health checks (Ready=Unknown "Reconciliation in progress",
+// Healthy=Unknown "Running health checks … with a timeout of …") and freezes there (SIGSTOP, as a hung process or a
+// frozen node would), so neither check ends by its timeout. serve (threshold 5s) announces
+// flux/kustomization-health-check-stuck about the one whose timeout has passed (spec.timeout 20s, which v1.7.3
+// raises to its 30s minimum), naming its Deployment; the other (timeout 5m) is still within its timeout: evaluated,
+// not reported.
+func TestKustomizationHealthCheckPastItsTimeoutNamesTheDeployment(t *testing.T) {
+	stack, ns, git := kustomizeStack(t)
+	t.Parallel()
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "health check of a never-ready Deployment, kustomize-controller frozen mid-check (SIGSTOP); spec.timeout 20s (30s: v1.7.3's minimum) vs 5m (serve, threshold 5s)"}
+	defer record(t, row)
+	git.Repo.Write(t, "short/deployment.yaml", deploymentManifest("web"))
+	git.Repo.Write(t, "long/deployment.yaml", deploymentManifest("api"))
+	git.Repo.Commit(t, "two deployments")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 5*time.Second)
+	d := startServe(t, stack, ns, notifyPolicy, "--kustomization-threshold", kustomizationThreshold.String())
+	from := d.logLen()
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "short", Path: "./short", Wait: true, Timeout: 20 * time.Second, TargetNamespace: ns})
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "long", Path: "./long", Wait: true, Timeout: 5 * time.Minute, TargetNamespace: ns})
+	for _, name := range []string{"short", "long"} {
+		stack.WaitForKustomization(t, ns, name, 90*time.Second, "health check running", healthChecking)
+	}
+	resume := stack.PauseKustomizeController(t)
+	defer resume()
+	short := stack.GetKustomization(t, ns, "short")
+	_, _, healthMsg := fluxreal.KustomizationCondition(short, "Healthy")
+
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleKustomizationHealthCheckStuck), "short")
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-health-check-stuck announced on Slack")
+	require.Contains(t, root.Text, "held by Deployment/"+ns+"/web")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	require.True(t, healthChecking(stack.GetKustomization(t, ns, "long")), "the long one is still in its health check")
+	evals := d.lookedAtKustomization(t, ns, "long", from)
+	row.Controller = fmt.Sprintf("Ready=Unknown \"Reconciliation in progress\", Healthy=Unknown %q, frozen", testNamespace.ReplaceAllString(revisionRE.ReplaceAllString(healthMsg, "<rev>"), "<ns>"))
+	row.Syncmedic = fmt.Sprintf("flux/kustomization-health-check-stuck on Kustomization short, held by Deployment/<ns>/web (notify); timeout 5m: no finding (evaluated: %t)", evals > 0)
+}
+
+// revisionRE matches a git revision as Flux writes it ("main@sha1:<40 hex>").
+var revisionRE = regexp.MustCompile(`main@sha1:[0-9a-f]{40}`)
+
+// Issue 30 item 1 on the real kustomize-controller v1.7.3: a Kustomization (interval 10s) applied the first commit;
+// kustomize-controller is then frozen (SIGSTOP) and a second commit pushed; source-controller serves its artifact,
+// and the Kustomization's lastAppliedRevision stays on the first. serve (threshold 5s) announces
+// flux/kustomization-stale-revision past the interval plus the threshold, proposing a reconcile request (the
+// controller never tried that revision). Near miss: a suspended Kustomization on the same source, equally behind,
+// is evaluated and not reported.
+func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
+	stack, ns, git := kustomizeStack(t)
+	t.Parallel()
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "new commit served while kustomize-controller is frozen (SIGSTOP); interval 10s; a suspended twin (serve, threshold 5s)"}
+	defer record(t, row)
+	git.Repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n")
+	first := git.Repo.Commit(t, "first")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 2*time.Second)
+	d := startServe(t, stack, ns, notifyPolicy, "--kustomization-threshold", kustomizationThreshold.String())
+	from := d.logLen()
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "app", Path: "./app", Interval: 10 * time.Second, TargetNamespace: ns})
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "paused", Path: "./app", Interval: 10 * time.Second, TargetNamespace: ns})
+	for _, name := range []string{"app", "paused"} {
+		stack.WaitForKustomization(t, ns, name, 90*time.Second, "Ready at the first commit", func(u *unstructured.Unstructured) bool {
+			rev, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+			return fluxreal.KustomizationReady(u) && strings.HasSuffix(rev, first)
+		})
+	}
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
+	paused := &unstructured.Unstructured{}
+	paused.SetGroupVersionKind(fluxreal.KustomizationGVK)
+	paused.SetNamespace(ns)
+	paused.SetName("paused")
+	require.NoError(t, stack.Env.Client.Patch(context.Background(), paused, patch))
+	resume := stack.PauseKustomizeController(t)
+	defer resume()
+	git.Repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"2\"\n")
+	second := git.Repo.Commit(t, "second")
+
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleKustomizationStaleRevision), "app")
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-stale-revision announced on Slack")
+	require.Contains(t, root.Text, second)
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	app := stack.GetKustomization(t, ns, "app")
+	rev, _, _ := unstructured.NestedString(app.Object, "status", "lastAppliedRevision")
+	require.True(t, strings.HasSuffix(rev, first), "lastAppliedRevision still the first commit: %s", rev)
+	evals := d.lookedAtKustomization(t, ns, "paused", from)
+	f, ok := d.scanFinding(t, syncmedic.RuleKustomizationStaleRevision, ns, "app", "--kustomization-threshold", kustomizationThreshold.String())
+	require.True(t, ok, "scan --kubeconfig reports it too")
+	require.Equal(t, syncmedic.ActionFluxReconcileKustomization, f.Remedy.Action)
+	row.Controller = "lastAppliedRevision stayed on the first commit while the GitRepository served the second"
+	row.Syncmedic = fmt.Sprintf("flux/kustomization-stale-revision on Kustomization app, remedy flux/reconcile-kustomization proposed (notify mode); suspended twin: no finding (evaluated: %t)", evals > 0)
+}
