@@ -305,3 +305,85 @@ func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
 	row.Controller = "lastAppliedRevision stayed on the first commit while the GitRepository served the second"
 	row.Syncmedic = fmt.Sprintf("flux/kustomization-stale-revision on Kustomization app, remedy flux/reconcile-kustomization proposed (notify mode); suspended twin: no finding (evaluated: %t)", evals > 0)
 }
+
+// dependencyPolicy lets syncmedic apply flux/kustomization-dependency-not-ready's remedy (one reconcile request).
+const dependencyPolicy = `resolveAfter: 1
+rules:
+  flux/kustomization-dependency-not-ready:
+    mode: auto
+    rateLimit: {max: 10, window: 1h, backoff: 1s, maxBackoff: 5s}
+`
+
+// Issue 30 item 1 on the real kustomize-controller v1.7.3 (--requeue-dependency 5m, as a cluster that raised it):
+// Kustomization "apps" depends on "infra", whose path does not exist at first (Ready=False), so apps says
+// DependencyNotReady "dependency '<ns>/infra' is not ready". infra's path is then fixed and it turns Ready, but apps
+// keeps saying its dependency is not ready until its next dependency check, minutes away. serve (threshold 5s, on
+// auto) reports flux/kustomization-dependency-not-ready once infra has been Ready for the default 30s re-check plus
+// 5s, writes one reconcile request (requestedAt); kustomize-controller handles it, apps turns Ready, and the
+// incident resolves. Near miss: "tools" depends on "missing-path", which really is not ready: evaluated, not
+// reported.
+func TestKustomizationDependencyReadyButStillWaitingIsReconciled(t *testing.T) {
+	env := testenv.KubePrivate(t)
+	stack := fluxreal.Start(t, env, fluxreal.Options{Kustomize: true, RequeueDependency: 5 * time.Minute})
+	ns := env.Namespace(t)
+	git := fluxreal.NewGitServer(t)
+	t.Parallel()
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "dependency fixed and Ready while the dependent waits for its next dependency check (--requeue-dependency 5m; serve auto, threshold 5s); a dependency really not ready"}
+	defer record(t, row)
+	git.Repo.Write(t, "infra/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: infra\ndata:\n  a: \"1\"\n")
+	git.Repo.Write(t, "apps/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: apps\ndata:\n  a: \"1\"\n")
+	git.Repo.Commit(t, "infra and apps")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 5*time.Second)
+	d := startServe(t, stack, ns, dependencyPolicy, "--kustomization-threshold", kustomizationThreshold.String())
+	from := d.logLen()
+	for _, k := range []fluxreal.Kustomization{
+		{Name: "infra", Path: "./not-yet", TargetNamespace: ns},
+		{Name: "apps", Path: "./apps", DependsOn: []string{"infra"}, TargetNamespace: ns},
+		{Name: "missing-path", Path: "./never", TargetNamespace: ns},
+		{Name: "tools", Path: "./apps", DependsOn: []string{"missing-path"}, TargetNamespace: ns},
+	} {
+		stack.CreateKustomization(t, ns, k)
+	}
+	waiting := func(u *unstructured.Unstructured) bool {
+		_, reason, _ := fluxreal.KustomizationCondition(u, "Ready")
+		return reason == "DependencyNotReady"
+	}
+	apps := stack.WaitForKustomization(t, ns, "apps", 90*time.Second, "DependencyNotReady", waiting)
+	_, _, waitMsg := fluxreal.KustomizationCondition(apps, "Ready")
+	stack.WaitForKustomization(t, ns, "tools", 90*time.Second, "DependencyNotReady", waiting)
+	stack.PatchKustomization(t, ns, "infra", map[string]any{"path": "./infra"})
+	stack.WaitForKustomization(t, ns, "infra", 90*time.Second, "Ready", fluxreal.KustomizationReady)
+	require.True(t, waiting(stack.GetKustomization(t, ns, "apps")), "apps still waits after infra turned Ready")
+
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := d.slack.roots(string(syncmedic.RuleKustomizationDependencyNotReady), "apps")
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-dependency-not-ready announced on Slack")
+	ready := stack.WaitForKustomization(t, ns, "apps", 90*time.Second, "Ready after syncmedic's request", fluxreal.KustomizationReady)
+	req := ready.GetAnnotations()["reconcile.fluxcd.io/requestedAt"]
+	require.NotEmpty(t, req, "syncmedic wrote requestedAt")
+	handledAt, _, _ := unstructured.NestedString(ready.Object, "status", "lastHandledReconcileAt")
+	require.Equal(t, req, handledAt, "kustomize-controller handled syncmedic's request")
+	require.Eventually(t, func() bool {
+		for _, p := range d.slack.thread(root.TS) {
+			if strings.Contains(strings.ToLower(p.Text), "resolved") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	require.True(t, waiting(stack.GetKustomization(t, ns, "tools")), "tools still waits on a dependency that is not ready")
+	evals := d.lookedAtKustomization(t, ns, "tools", from)
+	row.Controller = fmt.Sprintf("apps Ready=False DependencyNotReady %q, kept after infra turned Ready (next dependency check in 5m); on syncmedic's request: handled (lastHandledReconcileAt), apps Ready",
+		testNamespace.ReplaceAllString(waitMsg, "<ns>"))
+	row.Syncmedic = fmt.Sprintf("flux/kustomization-dependency-not-ready on Kustomization apps, auto: one requestedAt, handled, resolved; tools (dependency really not ready): no finding (evaluated: %t)", evals > 0)
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -232,4 +233,20 @@ func KustomizationReady(u *unstructured.Unstructured) bool {
 	status, _, _ := KustomizationCondition(u, "Ready")
 	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 	return status == "True" && observed == u.GetGeneration()
+}
+
+// PatchKustomization merge-patches Kustomization namespace/name's spec with spec.
+func (s *Stack) PatchKustomization(t testing.TB, namespace, name string, spec map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(KustomizationGVK)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	patch, err := jsonMerge(map[string]any{"spec": spec})
+	if err != nil {
+		t.Fatalf("fluxreal: %v", err)
+	}
+	if err := s.Env.Client.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("fluxreal: patching Kustomization %s/%s: %v", namespace, name, err)
+	}
 }
