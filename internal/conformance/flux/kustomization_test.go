@@ -387,3 +387,40 @@ func TestKustomizationDependencyReadyButStillWaitingIsReconciled(t *testing.T) {
 		testNamespace.ReplaceAllString(waitMsg, "<ns>"))
 	row.Syncmedic = fmt.Sprintf("flux/kustomization-dependency-not-ready on Kustomization apps, auto: one requestedAt, handled, resolved; tools (dependency really not ready): no finding (evaluated: %t)", evals > 0)
 }
+
+// Issue 30 item 1's near miss on the real kustomize-controller v1.7.3 with its default dependency re-check (30s): a
+// bootstrap chain. "apps" depends on "infra", whose path does not exist at first; once it is fixed and infra turns
+// Ready, kustomize-controller re-checks apps within 30s and applies it. serve (threshold 15s: reported only after
+// 30s + 15s) evaluates apps throughout and reports nothing.
+func TestKustomizationBootstrapChainIsNotReported(t *testing.T) {
+	stack, ns, git := kustomizeStack(t)
+	t.Parallel()
+	const threshold = 15 * time.Second
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "near miss: dependency chain at bootstrap (default --requeue-dependency 30s; serve auto, threshold 15s)"}
+	defer record(t, row)
+	git.Repo.Write(t, "infra/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: infra\ndata:\n  a: \"1\"\n")
+	git.Repo.Write(t, "apps/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: apps\ndata:\n  a: \"1\"\n")
+	git.Repo.Commit(t, "infra and apps")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 5*time.Second)
+	d := startServe(t, stack, ns, dependencyPolicy, "--kustomization-threshold", threshold.String())
+	from := d.logLen()
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "infra", Path: "./not-yet", TargetNamespace: ns})
+	stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: "apps", Path: "./apps", DependsOn: []string{"infra"}, TargetNamespace: ns})
+	stack.WaitForKustomization(t, ns, "apps", 90*time.Second, "DependencyNotReady", func(u *unstructured.Unstructured) bool {
+		_, reason, _ := fluxreal.KustomizationCondition(u, "Ready")
+		return reason == "DependencyNotReady"
+	})
+	stack.PatchKustomization(t, ns, "infra", map[string]any{"path": "./infra"})
+	stack.WaitForKustomization(t, ns, "infra", 90*time.Second, "Ready", fluxreal.KustomizationReady)
+	infraReady := time.Now()
+	stack.WaitForKustomization(t, ns, "apps", 90*time.Second, "Ready after its dependency check", fluxreal.KustomizationReady)
+	took := time.Since(infraReady)
+	// Past the moment the rule could have fired had apps still waited, nothing was announced or requested.
+	time.Sleep(time.Until(infraReady.Add(flux.KustomizeDependencyRequeue + threshold + 5*time.Second)))
+	require.Empty(t, d.slack.all(), "nothing announced")
+	require.Empty(t, stack.GetKustomization(t, ns, "apps").GetAnnotations()["reconcile.fluxcd.io/requestedAt"], "no reconcile request written")
+	evals := d.lookedAtKustomization(t, ns, "apps", from)
+	require.LessOrEqual(t, took, flux.KustomizeDependencyRequeue+threshold, "apps turned Ready within the re-check plus the threshold")
+	row.Controller = "apps DependencyNotReady while infra's path was missing; Ready within the 30s dependency re-check after infra turned Ready"
+	row.Syncmedic = fmt.Sprintf("no finding, no request (evaluated: %t)", evals > 0)
+}
