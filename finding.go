@@ -159,6 +159,9 @@ const (
 	ActionFluxForceReconcile ActionID = "flux/reconcile-force"
 	// ActionFluxResetReconcile annotates requestedAt and resetAt, like `flux reconcile hr --reset`.
 	ActionFluxResetReconcile ActionID = "flux/reconcile-reset"
+	// ActionFluxReconcileKustomization annotates a Kustomization's reconcile.fluxcd.io/requestedAt, like
+	// `flux reconcile kustomization`.
+	ActionFluxReconcileKustomization ActionID = "flux/reconcile-kustomization"
 )
 
 // Remedy says how to fix a finding: the action syncmedic can take, and the exact commands a person can run instead.

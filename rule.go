@@ -31,6 +31,11 @@ const (
 	RuleDeprecatedStoredVersion  RuleID = "flux/deprecated-stored-version"
 	RuleReleaseDeletionStuck     RuleID = "flux/helmrelease-deletion-stuck"
 	RuleReadyUnknownStuck        RuleID = "flux/helmrelease-ready-unknown"
+
+	RuleKustomizationDependencyNotReady RuleID = "flux/kustomization-dependency-not-ready"
+	RuleKustomizationHealthCheckStuck   RuleID = "flux/kustomization-health-check-stuck"
+	RuleKustomizationDeletionStuck      RuleID = "flux/kustomization-deletion-stuck"
+	RuleKustomizationStaleRevision      RuleID = "flux/kustomization-stale-revision"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -183,6 +188,29 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "The HelmRelease's Ready condition has said Unknown (\"Running 'install' action\", \"reconciliation in progress\") for longer than the action's timeout plus the threshold (helm-controller #1101, #1409): no helm-controller is finishing the action. Helm's storage shows what was really done.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 		Actions: []ActionID{ActionFluxReconcile},
+	},
+	RuleKustomizationDependencyNotReady: {
+		ID: RuleKustomizationDependencyNotReady, Automatic: AutoSafe, Title: "Kustomization says a Ready dependency is not ready",
+		Meaning:  "The Kustomization is Ready=False with reason DependencyNotReady although every dependsOn Kustomization has been Ready (at its current generation and the source's revision) for longer than kustomize-controller's dependency re-check (30s) plus the threshold.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcileKustomization},
+	},
+	RuleKustomizationHealthCheckStuck: {
+		ID: RuleKustomizationHealthCheckStuck, Automatic: AutoSafe, Title: "Kustomization health check in progress forever",
+		Meaning:  "The Kustomization's Ready condition has said Unknown (\"Reconciliation in progress\", health checks running) for longer than spec.timeout plus the threshold, although kustomize-controller ends every health check by spec.timeout; the finding names the health-checked objects that are not ready.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcileKustomization},
+	},
+	RuleKustomizationDeletionStuck: {
+		ID: RuleKustomizationDeletionStuck, Automatic: AutoNone, Title: "Kustomization deletion stuck",
+		Meaning:  "A Kustomization was deleted but kustomize-controller's finalizer keeps it, typically because pruning its inventory fails (\"no matches for kind\" after a CRD was removed); v1.7.3 only records the Warning event \"pruning for deleted resource failed\".",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+	},
+	RuleKustomizationStaleRevision: {
+		ID: RuleKustomizationStaleRevision, Automatic: AutoSafe, Title: "Kustomization has not applied its source's revision",
+		Meaning:  "The Kustomization's source has served a newer artifact than status.lastAppliedRevision for longer than spec.interval plus the threshold while the Kustomization is not suspended. A reconcile request is proposed only when the controller has not tried that revision; a failed apply is notified.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
+		Actions: []ActionID{ActionFluxReconcileKustomization},
 	},
 	RuleDeprecatedStoredVersion: {
 		ID: RuleDeprecatedStoredVersion, Automatic: AutoNone, Title: "HelmRelease CRD still stores a deprecated version",

@@ -26,17 +26,20 @@ type Event struct {
 	Action string `json:"action,omitempty"`
 }
 
-// Subject returns the subject this event is about ("flux/<namespace>/<name>") when it concerns a HelmRelease, and
-// "" otherwise.
+// Subject returns the subject this event is about: "flux/<namespace>/<name>" when it concerns a HelmRelease,
+// KustomizationSubject when it concerns a Kustomization, and "" otherwise.
 func (e *Event) Subject() string {
 	o := e.InvolvedObject
-	if o.Kind != helmv2.HelmReleaseKind || o.Namespace == "" || o.Name == "" {
+	if o.Namespace == "" || o.Name == "" {
 		return ""
 	}
-	if o.APIVersion != "" && !strings.HasPrefix(o.APIVersion, helmv2.GroupVersion.Group+"/") {
-		return ""
+	switch {
+	case o.Kind == helmv2.HelmReleaseKind && (o.APIVersion == "" || strings.HasPrefix(o.APIVersion, helmv2.GroupVersion.Group+"/")):
+		return ReleaseSubject(o.Namespace, o.Name)
+	case o.Kind == KustomizationKind && (o.APIVersion == "" || strings.HasPrefix(o.APIVersion, KustomizationGroup+"/")):
+		return KustomizationSubject(o.Namespace, o.Name)
 	}
-	return ReleaseSubject(o.Namespace, o.Name)
+	return ""
 }
 
 // ReleaseSubject is the subject under which a HelmRelease's evaluations are reported.

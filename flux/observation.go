@@ -78,6 +78,9 @@ type Thresholds struct {
 	ReleaseDeletion time.Duration
 	// ReadyUnknown: Ready=Unknown (an action in progress) for longer than the action's timeout plus this.
 	ReadyUnknown time.Duration
+	// Kustomization: the margin the Kustomization rules add to kustomize-controller's own timing (dependency
+	// re-check, spec.timeout, spec.interval) and the age of a held deletion.
+	Kustomization time.Duration
 }
 
 // DependencyRequeue is helm-controller's default --requeue-dependency: how often a release waiting on a dependency
@@ -95,5 +98,5 @@ func (th Thresholds) Warnings() []string {
 
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
-	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute, ReadyUnknown: 5 * time.Minute}
+	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute, ReadyUnknown: 5 * time.Minute, Kustomization: 5 * time.Minute}
 }

@@ -196,7 +196,8 @@ func TestEventSubject(t *testing.T) {
 		want string
 	}{
 		{name: "a HelmRelease event names the release", obj: corev1.ObjectReference{APIVersion: "helm.toolkit.fluxcd.io/v2beta1", Kind: "HelmRelease", Namespace: "apps", Name: "redis"}, want: "flux/apps/redis"},
-		{name: "a Kustomization event has no HelmRelease subject", obj: corev1.ObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Namespace: "apps", Name: "redis"}},
+		{name: "a Kustomization event names the Kustomization's own subject", obj: corev1.ObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Namespace: "apps", Name: "redis"}, want: "flux-kustomization/apps/redis"},
+		{name: "a Kustomization kind of another group is not Flux's", obj: corev1.ObjectReference{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Namespace: "apps", Name: "redis"}},
 		{name: "a HelmRelease kind of another group is not Flux's", obj: corev1.ObjectReference{APIVersion: "example.com/v1", Kind: "HelmRelease", Namespace: "apps", Name: "redis"}},
 		{name: "a HelmRelease without a namespace has no subject", obj: corev1.ObjectReference{Kind: "HelmRelease", Name: "redis"}},
 	}

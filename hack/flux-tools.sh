@@ -8,10 +8,14 @@
 #   - helm-controller v0.37.2 (Flux 2.2, v2beta2 storage) → bin/helm-controller-v0.37.2, CRDs in
 #     bin/crds-helm-controller-v0.37.2/ (the real-controller tests install each controller's own CRDs, the way a Flux
 #     upgrade replaces them)
+#   - kustomize-controller v1.7.3 (Flux 2.7) → bin/kustomize-controller-v1.7.3, CRDs in
+#     bin/crds-kustomize-controller-v1.7.3/
+# FLUX_TOOLS_BIN overrides the output directory (default bin/ of this checkout), e.g. to add one controller to a
+# shared bin/ whose other controllers are up to date (their stamps match, so they are not rebuilt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BIN=$ROOT/bin
+BIN=${FLUX_TOOLS_BIN:-$ROOT/bin}
 mkdir -p "$BIN"
 
 # build NAME TOOLDIR MODULE CRDDIR: go build MODULE's main package from tools/TOOLDIR into bin/NAME and copy the
@@ -54,3 +58,4 @@ fi
 build source-controller source-controller github.com/fluxcd/source-controller crds-source-controller
 build helm-controller-v1.4.3 helm-controller github.com/fluxcd/helm-controller crds-helm-controller-v1.4.3
 build helm-controller-v0.37.2 helm-controller-v0.37 github.com/fluxcd/helm-controller crds-helm-controller-v0.37.2
+build kustomize-controller-v1.7.3 kustomize-controller github.com/fluxcd/kustomize-controller crds-kustomize-controller-v1.7.3

@@ -52,7 +52,7 @@ func TestFluxManifests(t *testing.T) {
 		require.Equal(t, "flux-system", provider.GetNamespace())
 	})
 
-	t.Run("the Alert sends the HelmRelease events of every severity, and nothing no rule reads", func(t *testing.T) {
+	t.Run("the Alert sends the HelmRelease and Kustomization events of every severity, and nothing no rule reads", func(t *testing.T) {
 		sev, _, _ := unstructured.NestedString(alert.Object, "spec", "eventSeverity")
 		require.Equal(t, "info", sev)
 		srcs, _, _ := unstructured.NestedSlice(alert.Object, "spec", "eventSources")
@@ -61,7 +61,7 @@ func TestFluxManifests(t *testing.T) {
 			m := s.(map[string]interface{})
 			kinds = append(kinds, m["kind"].(string)+"/"+m["name"].(string))
 		}
-		require.Equal(t, []string{"HelmRelease/*"}, kinds)
+		require.Equal(t, []string{"HelmRelease/*", "Kustomization/*"}, kinds)
 	})
 
 	t.Run("the Secret layout matches the Provider's secretRef and the keys the Deployment reads", func(t *testing.T) {

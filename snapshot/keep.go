@@ -14,6 +14,7 @@ import (
 var usedKinds = map[schema.GroupKind]bool{
 	gkApplication: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
 	gkEndpointSlice: true, gkValidating: true, gkMutating: true,
+	gkKustomization: true, gkGitRepository: true, gkOCIRepository: true, gkBucket: true,
 }
 
 // Deployments Observe reads (imageTag), by name.
@@ -41,6 +42,10 @@ func keep(u *unstructured.Unstructured) bool {
 	case gk == gkDeployment:
 		if n := u.GetName(); n == argocdServerDeployment || n == helmControllerDeployment {
 			return true
+		}
+	case gk == gkEvent:
+		if kind, _, _ := unstructured.NestedString(u.Object, "involvedObject", "kind"); kind == flux.KustomizationKind {
+			return true // flux/kustomization-deletion-stuck's evidence
 		}
 	}
 	return u.GetDeletionTimestamp() != nil || isHook(u)
@@ -84,6 +89,8 @@ func mayKeep(gk schema.GroupKind, raw []byte) bool {
 		return bytes.Contains(raw, []byte(flux.HelmStorageSecretType))
 	case gkDeployment:
 		return bytes.Contains(raw, []byte(argocdServerDeployment)) || bytes.Contains(raw, []byte(helmControllerDeployment))
+	case gkEvent:
+		return bytes.Contains(raw, []byte(flux.KustomizationKind))
 	}
 	return false
 }

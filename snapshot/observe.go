@@ -7,6 +7,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,8 @@ type Observations struct {
 	Inventory kube.Inventory
 	Releases  []flux.ReleaseObservation
 	CRDs      []flux.CRDObservation
+	// Kustomizations are the Flux Kustomizations, with their dependencies, sources and Events from the dump.
+	Kustomizations []flux.KustomizationObservation
 	// Problems are objects that could not be turned into observations (in addition to the snapshot's own).
 	Problems []Problem
 }
@@ -42,6 +45,11 @@ var (
 	gkJob           = schema.GroupKind{Group: "batch", Kind: "Job"}
 	gkPod           = schema.GroupKind{Kind: "Pod"}
 	gkSecret        = schema.GroupKind{Kind: "Secret"}
+	gkKustomization = schema.GroupKind{Group: flux.KustomizationGroup, Kind: flux.KustomizationKind}
+	gkGitRepository = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "GitRepository"}
+	gkOCIRepository = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}
+	gkBucket        = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}
+	gkEvent         = schema.GroupKind{Kind: "Event"}
 )
 
 // Observe builds the rules' observations from the snapshot.
@@ -52,8 +60,12 @@ func (s *Snapshot) Observe() Observations {
 	readyExprs := map[*helmv2.HelmRelease]map[types.NamespacedName]string{}
 	var storage []flux.HelmStorage
 	argocdVersion, helmControllerVersion := "", ""
+	var ks kustomizationParts
 	for _, u := range s.Objects {
 		gk := u.GroupVersionKind().GroupKind()
+		if ks.add(gk, u, &o) {
+			continue
+		}
 		switch gk {
 		case gkApplication:
 			app := &v1alpha1.Application{}
@@ -125,7 +137,65 @@ func (s *Snapshot) Observe() Observations {
 			ReadyExprs: readyExprs[hr], ControllerVersion: helmControllerVersion,
 			Storage: flux.LatestStorage(hr, storage), StorageKnown: s.HasKind(gkSecret)})
 	}
+	o.Kustomizations = ks.observations(s.HasKind(gkEvent))
 	return o
+}
+
+// kustomizationParts gathers what the Kustomization rules read from a dump: the Kustomizations, the artifacts of
+// the Flux sources and the Events about Kustomizations.
+type kustomizationParts struct {
+	items   []*flux.Kustomization
+	sources map[string]flux.SourceArtifact // "Kind/namespace/name"
+	events  map[types.NamespacedName][]flux.KubeEvent
+}
+
+// add takes u when it is one of those kinds, and reports whether it did.
+func (p *kustomizationParts) add(gk schema.GroupKind, u *unstructured.Unstructured, o *Observations) bool {
+	switch gk {
+	case gkKustomization:
+		k, err := flux.KustomizationFromUnstructured(u)
+		if err != nil {
+			o.Problems = append(o.Problems, Problem{File: "Kustomization " + nsName(u), Err: err.Error()})
+			return true
+		}
+		p.items = append(p.items, k)
+	case gkGitRepository, gkOCIRepository, gkBucket:
+		if p.sources == nil {
+			p.sources = map[string]flux.SourceArtifact{}
+		}
+		p.sources[gk.Kind+"/"+nsName(u)] = flux.SourceArtifactOf(u)
+	case gkEvent:
+		ev := &corev1.Event{}
+		if err := convert(u, ev); err != nil || ev.InvolvedObject.Kind != flux.KustomizationKind {
+			return true
+		}
+		if p.events == nil {
+			p.events = map[types.NamespacedName][]flux.KubeEvent{}
+		}
+		nn := types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name}
+		p.events[nn] = append(p.events[nn], flux.KubeEventsOf([]corev1.Event{*ev})...)
+	default:
+		return false
+	}
+	return true
+}
+
+// observations pairs every Kustomization with its dependencies, source and Events (eventsKnown: the dump has
+// Events). A dump holds no health-checked objects' status for certain, so the health evidence says not read.
+func (p *kustomizationParts) observations(eventsKnown bool) []flux.KustomizationObservation {
+	byName := map[types.NamespacedName]*flux.Kustomization{}
+	for _, k := range p.items {
+		byName[types.NamespacedName{Namespace: k.Namespace, Name: k.Name}] = k
+	}
+	var out []flux.KustomizationObservation
+	for _, k := range p.items {
+		obs := flux.KustomizationObservation{Kustomization: k, Dependencies: byName, DependenciesKnown: true}
+		src := k.SourceKey()
+		obs.Source, obs.SourceKnown = p.sources[k.Spec.SourceRef.Kind+"/"+src.Namespace+"/"+src.Name]
+		obs.Events, obs.EventsKnown = p.events[types.NamespacedName{Namespace: k.Namespace, Name: k.Name}], eventsKnown
+		out = append(out, obs)
+	}
+	return out
 }
 
 // hookIndex finds the hook objects of an application without scanning the whole dump for each app.
@@ -316,6 +386,9 @@ func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
 	}
 	for _, c := range o.CRDs {
 		out = append(out, flux.EvaluateCRD(c, now)...)
+	}
+	for _, k := range o.Kustomizations {
+		out = append(out, flux.EvaluateKustomization(k, now, th.Flux)...)
 	}
 	out = syncmedic.DropShadowed(out)
 	syncmedic.SortFindings(out)

@@ -34,6 +34,8 @@ type liveList struct {
 	// report rather than a failed scan (Secrets: the account may not read them).
 	labels      string
 	forbiddenOK bool
+	// fields, when set, is the list's field selector (Events about Kustomizations only).
+	fields string
 }
 
 // liveLists are the kinds `scan --kubeconfig` reads. Pods are left out on purpose (a cluster has too many, and the
@@ -50,6 +52,13 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, gk: schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, name: "helmreleases.helm.toolkit.fluxcd.io"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "argocd-server"},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "helm-controller"},
+	// Flux Kustomizations (through the newest version served), their sources' artifacts, and the Events about them
+	// (flux/kustomization-deletion-stuck's evidence: a failed prune is recorded only as an Event).
+	{gvr: schema.GroupVersionResource{Group: flux.KustomizationGroup, Resource: "kustomizations"}, gk: schema.GroupKind{Group: flux.KustomizationGroup, Kind: flux.KustomizationKind}, servedVersion: flux.ServedKustomizationAPIVersion},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "GitRepository"}},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "buckets"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}},
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "events"}, gk: schema.GroupKind{Kind: "Event"}, fields: "involvedObject.kind=Kustomization", forbiddenOK: true},
 	// Helm's release records (flux/helmrelease-ready-unknown's evidence): only Secrets labelled owner=helm.
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, gk: schema.GroupKind{Kind: "Secret"}, labels: "owner=helm", forbiddenOK: true},
 }
@@ -95,7 +104,7 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		if l.servedVersion != nil {
 			v, err := l.servedVersion(cfg)
 			switch {
-			case errors.Is(err, flux.ErrNoHelmReleaseAPI):
+			case errors.Is(err, flux.ErrNoHelmReleaseAPI), errors.Is(err, flux.ErrNoKustomizationAPI):
 				problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped: %v", gvr.GroupResource(), err))
 				continue
 			case err != nil:
@@ -106,6 +115,9 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		opts := metav1.ListOptions{}
 		if l.name != "" {
 			opts.FieldSelector = "metadata.name=" + l.name
+		}
+		if l.fields != "" {
+			opts.FieldSelector = l.fields
 		}
 		opts.LabelSelector = l.labels
 		list, err := dyn.Resource(gvr).List(ctx, opts)

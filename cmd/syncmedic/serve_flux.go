@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -35,10 +36,10 @@ func init() {
 			fs.StringVar(&o.tokenFile, "flux-hmac-token-file", "", "file holding the generic-hmac Provider's token; when set, "+flux.EventsPath+" accepts only events whose X-Signature matches")
 			fs.StringVar(&o.bodyLimit, "flux-body-limit", "1Mi", "largest Flux event body accepted (a Kubernetes quantity); larger bodies get 413")
 			fs.IntVar(&o.queueSize, "flux-queue-size", flux.DefaultQueueSize, "accepted Flux events waiting to be processed before the receiver answers 429")
-			fs.StringSliceVar(&o.namespaces, "flux-namespaces", nil, "namespaces whose HelmReleases are watched (default: all)")
+			fs.StringSliceVar(&o.namespaces, "flux-namespaces", nil, "namespaces whose HelmReleases and Kustomizations are watched (default: all)")
 			fs.StringVar(&o.controller, "flux-controller-deployment", flux.DefaultControllerDeployment.String(), "helm-controller's Deployment (namespace/name); its image tag adds version advisories to findings (best effort)")
 			fs.BoolVar(&o.storage, "flux-read-helm-storage", false, "read Helm's release Secrets (owner=helm) of a HelmRelease in progress past its timeout, as evidence of flux/helmrelease-ready-unknown; needs get and list on Secrets, which the shipped role does not grant")
-			fs.BoolVar(&o.watch, "flux-watch", true, "watch HelmReleases and the HelmRelease CRD when a cluster is configured")
+			fs.BoolVar(&o.watch, "flux-watch", true, "watch HelmReleases, the HelmRelease CRD and Kustomizations when a cluster is configured")
 		},
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startFlux(ctx, d, o) },
 	})
@@ -132,7 +133,60 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 			}
 		}
 	})
+	addKustomizationWatch(d, o, log, &parts)
 	return parts, nil
+}
+
+// addKustomizationWatch adds the Kustomization watcher (started in the background like the HelmRelease one, idle
+// when the cluster serves no Kustomization API), its flux/reconcile-kustomization remedy and its triggers (the
+// receiver's Kustomization events) to parts.
+func addKustomizationWatch(d serveDeps, o *fluxOptions, log *slog.Logger, parts *serveParts) {
+	watch := &lateSource[syncmedic.Source]{peer: "the apiserver", log: log, build: func(context.Context) (syncmedic.Source, error) {
+		version, err := flux.ServedKustomizationAPIVersion(d.Kube)
+		if errors.Is(err, flux.ErrNoKustomizationAPI) {
+			log.Info(err.Error() + ": the Kustomization watch is off")
+			return idleSource{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		w, err := flux.NewKustomizationWatcher(flux.KustomizationWatcherOptions{Config: d.Kube, Namespaces: o.namespaces,
+			Thresholds: d.Thresholds.Flux, Log: log, APIVersion: version})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("flux: watching Kustomizations", "apiVersion", flux.KustomizationGroup+"/"+version, "namespaces", o.namespaces)
+		return w, nil
+	}}
+	parts.Sources = append(parts.Sources, watch)
+	parts.Remediers[syncmedic.ActionFluxReconcileKustomization] = syncmedic.RemedierFunc(func(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+		if s, ok := watch.Source(); ok {
+			if w, ok := s.(*flux.KustomizationWatcher); ok {
+				return w.Remediers()[syncmedic.ActionFluxReconcileKustomization].Remediate(ctx, f, dryRun)
+			}
+			return syncmedic.Outcome{}, syncmedic.Permanent(errors.New("flux: this cluster serves no Kustomization API, so there is nothing to reconcile through"))
+		}
+		return syncmedic.Outcome{}, errors.New("flux: the Kustomization watch has not started yet (the apiserver is not answering): the remedy is retried once it runs")
+	})
+	helmReady := parts.Ready
+	parts.Ready = func() error {
+		if err := helmReady(); err != nil {
+			return err
+		}
+		return watch.Ready(func(s syncmedic.Source) error {
+			if w, ok := s.(*flux.KustomizationWatcher); ok {
+				return w.Ready()
+			}
+			return nil
+		})
+	}
+	d.Triggers.Handle("flux-kustomization/", func(subject string) {
+		if s, ok := watch.Source(); ok {
+			if w, ok := s.(*flux.KustomizationWatcher); ok {
+				w.Trigger(subject)
+			}
+		}
+	})
 }
 
 // idleSource runs until ctx ends and reports nothing: what a component has to watch when the cluster does not

@@ -60,9 +60,11 @@ type Options struct {
 	Helm HelmController
 	// Notifications also starts the real notification-controller and points both controllers' --events-addr at it.
 	Notifications bool
-	// RequeueDependency is helm-controller's --requeue-dependency; zero keeps the default (30s), which the tests of
-	// dependency timing must use.
+	// RequeueDependency is helm-controller's (and kustomize-controller's) --requeue-dependency; zero keeps the
+	// default (30s), which the tests of dependency timing must use.
 	RequeueDependency time.Duration
+	// Kustomize also installs kustomize-controller v1.7.3's CRDs and starts it beside source-controller.
+	Kustomize bool
 }
 
 // Stack is a running source-controller + helm-controller (+ notification-controller) against one apiserver.
@@ -71,6 +73,8 @@ type Stack struct {
 	Helm HelmController
 	// Source, Controller and Notification are the processes (Notification is nil without Options.Notifications).
 	Source, Controller, Notification *testenv.Child
+	// Kustomize is kustomize-controller (nil without Options.Kustomize).
+	Kustomize *testenv.Child
 	// EventsAddr is notification-controller's event listener ("" without notifications).
 	EventsAddr string
 
@@ -121,6 +125,9 @@ func start(env *testenv.Env, opts Options) (*Stack, error) {
 	if opts.Notifications {
 		dirs = append(dirs, notificationCRDDir)
 	}
+	if opts.Kustomize {
+		dirs = append(dirs, kustomizeCRDDir)
+	}
 	if err := InstallCRDs(env, dirs...); err != nil {
 		return nil, err
 	}
@@ -145,12 +152,18 @@ func start(env *testenv.Env, opts Options) (*Stack, error) {
 		s.Stop()
 		return nil, err
 	}
+	if opts.Kustomize {
+		if err := s.startKustomizeController(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
-// Stop stops every process of the stack (helm-controller first).
+// Stop stops every process of the stack (kustomize- and helm-controller first).
 func (s *Stack) Stop() {
-	for _, c := range []*testenv.Child{s.Controller, s.Source, s.Notification} {
+	for _, c := range s.children() {
 		if c != nil {
 			c.Stop()
 		}
@@ -354,12 +367,17 @@ func (s *Stack) logOnFailure(t testing.TB) {
 		if !t.Failed() {
 			return
 		}
-		for _, c := range []*testenv.Child{s.Controller, s.Source, s.Notification} {
+		for _, c := range s.children() {
 			if c != nil {
 				t.Logf("%s log (tail):\n%s", c.Name, c.Tail(20))
 			}
 		}
 	})
+}
+
+// children are the stack's processes in stopping order (nil where not started).
+func (s *Stack) children() []*testenv.Child {
+	return []*testenv.Child{s.Kustomize, s.Controller, s.Source, s.Notification}
 }
 
 func freeAddr() (string, error) {
@@ -377,15 +395,21 @@ func freeAddr() (string, error) {
 // every test of the binary.
 func (s *Stack) PauseHelmController(t testing.TB) (resume func()) {
 	t.Helper()
-	pid := s.Controller.Pid
+	return pause(t, s.Controller)
+}
+
+// pause sends SIGSTOP to c's process group and returns the SIGCONT that resumes it (also run when t ends).
+func pause(t testing.TB, c *testenv.Child) (resume func()) {
+	t.Helper()
+	pid := c.Pid
 	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
-		t.Fatalf("fluxreal: pausing helm-controller: %v", err)
+		t.Fatalf("fluxreal: pausing %s: %v", c.Name, err)
 	}
 	var once sync.Once
 	resume = func() {
 		once.Do(func() {
 			if err := syscall.Kill(-pid, syscall.SIGCONT); err != nil && err != syscall.ESRCH { // ESRCH: stopped for good since
-				t.Errorf("fluxreal: resuming helm-controller: %v", err)
+				t.Errorf("fluxreal: resuming %s: %v", c.Name, err)
 			}
 		})
 	}
