@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
@@ -314,7 +315,8 @@ func answersGRPCWeb(ctx context.Context, o ClientOptions) bool {
 	return err == nil
 }
 
-// explainTLS names the flag to fix when err is a TLS mismatch: a certificate this client does not trust (argocd-server's
+// explainTLS names the flag to fix when err is a TLS mismatch, marked permanent (waiting does not cure it; serve's
+// /readyz holds a new pod back on it): a certificate this client does not trust (argocd-server's
 // default certificate is self-signed), or a plaintext server (argocd-server --insecure) reached with TLS.
 func explainTLS(o ClientOptions, err error) error {
 	var verify *tls.CertificateVerificationError
@@ -323,11 +325,11 @@ func explainTLS(o ClientOptions, err error) error {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || strings.Contains(msg, "x509: "):
-		return fmt.Errorf("argocd-server %s presented a certificate this client does not trust: give --argocd-ca-file "+
+		return syncmedic.Permanent(fmt.Errorf("argocd-server %s presented a certificate this client does not trust: give --argocd-ca-file "+
 			"with the CA that signed it (argocd-server's default certificate is self-signed: its own tls.crt is the CA), "+
-			"or --argocd-insecure to skip verification: %w", o.ServerAddr, err)
+			"or --argocd-insecure to skip verification: %w", o.ServerAddr, err))
 	case !o.PlainText && strings.Contains(msg, "first record does not look like a TLS handshake"):
-		return fmt.Errorf("argocd-server %s does not speak TLS (it runs with --insecure): give --argocd-plaintext: %w", o.ServerAddr, err)
+		return syncmedic.Permanent(fmt.Errorf("argocd-server %s does not speak TLS (it runs with --insecure): give --argocd-plaintext: %w", o.ServerAddr, err))
 	case !o.PlainText && strings.Contains(msg, "authentication handshake failed") &&
 		(strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "EOF")):
 		// A plaintext argocd-server (--insecure) hangs up on a TLS ClientHello instead of answering it.
