@@ -23,6 +23,7 @@ import (
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/secretfile"
 )
 
 // ApplicationClient is the part of Argo CD's ApplicationService syncmedic calls. The generated
@@ -176,7 +177,7 @@ func dial(o ClientOptions, token string) (*APIClient, error) {
 	// connection holds one interceptor of each kind): the watcher re-lists after an interrupted stream, and a remedy
 	// that failed is retried after the policy's backoff, never repeated by the transport.
 	opts := []grpc.DialOption{
-		grpc.WithPerRPCCredentials(tokenCredentials(token)),
+		grpc.WithPerRPCCredentials(perRPCToken(o, token)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		grpc.WithUserAgent(ua),
 	}
@@ -229,6 +230,29 @@ func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[st
 // RequireTransportSecurity is false: --argocd-plaintext (argocd-server --insecure, usually behind a TLS ingress or a
 // service mesh) sends the token too, as the argocd CLI does.
 func (tokenCredentials) RequireTransportSecurity() bool { return false }
+
+// fileToken sends the token of --argocd-token-file as the file holds it at each call: a Secret updated in place
+// (the kubelet swaps its ..data symlink) takes effect at the next call, without a new connection.
+type fileToken struct{ f *secretfile.File }
+
+func (t fileToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"token": t.f.Value()}, nil
+}
+
+// RequireTransportSecurity is false, as for tokenCredentials.
+func (fileToken) RequireTransportSecurity() bool { return false }
+
+// perRPCToken is token read from o.TokenFile at each call when there is one, else token as it is.
+func perRPCToken(o ClientOptions, token string) credentials.PerRPCCredentials {
+	if o.TokenFile == "" || token == "" {
+		return tokenCredentials(token)
+	}
+	f, err := secretfile.Open("--argocd-token-file", o.TokenFile)
+	if err != nil { // gone since readToken read it: keep what it read
+		return tokenCredentials(token)
+	}
+	return fileToken{f: f}
+}
 
 // serverAddr adds the port ":443" when addr has none, as Argo CD's client does.
 func serverAddr(addr string) string {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// mountedSecret is a Secret volume laid out as the kubelet's atomic writer does: each key a symlink through ..data,
+// ..data a symlink to a timestamped directory, swapped by a rename when the Secret changes.
+type mountedSecret struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newMountedSecret(t *testing.T, data map[string]string) *mountedSecret {
+	m := &mountedSecret{t: t, dir: t.TempDir()}
+	m.update(data)
+	for key := range data {
+		require.NoError(t, os.Symlink(filepath.Join("..data", key), filepath.Join(m.dir, key)))
+	}
+	return m
+}
+
+// path returns the path serve is given for key.
+func (m *mountedSecret) path(key string) string { return filepath.Join(m.dir, key) }
+
+// update writes data into a new directory and swaps ..data to it.
+func (m *mountedSecret) update(data map[string]string) {
+	m.n++
+	ts := filepath.Join(m.dir, "..2026_11_26_14_00_00."+strconv.Itoa(m.n))
+	require.NoError(m.t, os.Mkdir(ts, 0o755))
+	for k, v := range data {
+		require.NoError(m.t, os.WriteFile(filepath.Join(ts, k), []byte(v+"\n"), 0o644))
+	}
+	tmp := filepath.Join(m.dir, "..data_tmp")
+	require.NoError(m.t, os.Symlink(filepath.Base(ts), tmp))
+	require.NoError(m.t, os.Rename(tmp, filepath.Join(m.dir, "..data")))
+}
+
+// getWithToken GETs url with a bearer token and returns the status.
+func getWithToken(t *testing.T, url, token string) int {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	return res.StatusCode
+}
+
+// TestServeReadsRotatedTokensWithoutARestart runs serve against the real argocd-server with its Argo CD and API
+// tokens in a Secret volume laid out as the kubelet does, and updates the Secret in place while serve runs: the
+// incident API takes the new token and refuses the old one, and the Argo CD watch, re-opened on its connection after
+// a cut, calls with the new token (here an account that may not get applications, which /readyz then names).
+func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"blind", "viewer"},
+		Policy: []string{
+			"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer",
+			"p, role:blind, projects, get, *, allow", "g, blind, role:blind",
+		},
+	})
+	proxy := testenv.NewProxy(t, argo.Addr)
+	viewer := argo.Token(t, "viewer")
+	secret := newMountedSecret(t, map[string]string{"argocd-token": viewer, "api-token": "api-token-one"})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", secret.path("argocd-token"),
+		"--api-token-file", secret.path("api-token"))
+	base, logs := srv.Base, srv.Logs
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(base + "/readyz")
+		return code == http.StatusOK && strings.Contains(body, "argocd: ok")
+	}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+	incidents := base + "/api/v1/incidents"
+	require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-one"))
+
+	blind := argo.Token(t, "blind")
+	secret.update(map[string]string{"argocd-token": blind, "api-token": "api-token-two"})
+
+	t.Run("the incident API takes the new token and refuses the old one", func(t *testing.T) {
+		require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-two"))
+		require.Equal(t, http.StatusUnauthorized, getWithToken(t, incidents, "api-token-one"))
+	})
+	t.Run("the Argo CD watch re-opened after a cut calls with the new token", func(t *testing.T) {
+		proxy.Cut()
+		require.Eventually(t, func() bool {
+			code, body = get(base + "/readyz")
+			return strings.Contains(body, "applications, get, */*")
+		}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+		require.Equal(t, http.StatusOK, code, "a pod that served stays ready: %s", body)
+	})
+	t.Run("a token that may read again makes the watch work again, still without a restart", func(t *testing.T) {
+		secret.update(map[string]string{"argocd-token": argo.Token(t, "viewer"), "api-token": "api-token-two"})
+		require.Eventually(t, func() bool {
+			code, body = get(base + "/readyz")
+			return strings.Contains(body, "argocd: ok")
+		}, 90*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+		if rc, ok := srv.exited(); ok {
+			t.Fatalf("serve exited with %d:\n%s", rc, logs)
+		}
+	})
+}
