@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
@@ -263,21 +264,92 @@ func serverAddr(addr string) string {
 }
 
 // tlsConfig is the client TLS of o: the system roots plus --argocd-ca-file, or no verification with --argocd-insecure.
+// The CA file is read again when it changes (a Secret updated in place): each handshake verifies the server's chain
+// and name against the roots as the file holds them then, so a reconnect after argocd-server's certificate and the
+// CA were rotated succeeds without a restart.
 func tlsConfig(o ClientOptions) (*tls.Config, error) {
 	cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // --argocd-insecure asks for exactly this
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		roots, err := newCARoots(o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+			return nil, err
 		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		pool.AppendCertsFromPEM(pem)
-		cfg.RootCAs = pool
+		// Verification moves from the handshake's default to VerifyConnection, which does the same with the roots
+		// of the moment (crypto/tls documents this pattern).
+		cfg.InsecureSkipVerify = true //nolint:gosec // verified in VerifyConnection
+		cfg.VerifyConnection = roots.verify
 	}
 	return cfg, nil
+}
+
+// caRoots are the system roots plus the certificates of a CA file, read again when the file changes.
+type caRoots struct {
+	path string
+
+	mu   sync.Mutex
+	info os.FileInfo
+	pool *x509.CertPool
+}
+
+// newCARoots reads path once: an unreadable file is an error naming --argocd-ca-file.
+func newCARoots(path string) (*caRoots, error) {
+	r := &caRoots{path: path}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+	}
+	pool, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	r.info, r.pool = info, pool
+	return r, nil
+}
+
+func (r *caRoots) read() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(r.path)
+	if err != nil {
+		return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--argocd-ca-file %s holds no PEM certificate", r.path)
+	}
+	return pool, nil
+}
+
+// current returns the roots as the file holds them now; while it cannot be read (the moment of a Secret's swap),
+// the last good ones.
+func (r *caRoots) current() *x509.CertPool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	info, err := os.Stat(r.path)
+	if err != nil || (os.SameFile(r.info, info) && info.Size() == r.info.Size() && info.ModTime().Equal(r.info.ModTime())) {
+		return r.pool
+	}
+	if pool, err := r.read(); err == nil {
+		r.info, r.pool = info, pool
+	}
+	return r.pool
+}
+
+// verify checks the server's chain and name as the handshake's default verification does, with the current roots.
+func (r *caRoots) verify(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("x509: argocd-server presented no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: r.current(), Intermediates: inter, DNSName: cs.ServerName})
+	if err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
 }
 
 // transportCredentials are TLS (tlsConfig) or, with --argocd-plaintext, none.
@@ -313,8 +385,8 @@ func probe(ctx context.Context, o ClientOptions) error {
 		if answersGRPCWeb(ctx, o) {
 			// What the argocd CLI detects too (and then switches to gRPC-web with a warning): a proxy or ingress in
 			// front of argocd-server that passes HTTP/1.1 but not HTTP/2. A daemon says so instead of switching.
-			return fmt.Errorf("argocd-server %s answers gRPC-web but not gRPC (a proxy or ingress in front of it that does "+
-				"not pass HTTP/2?): give --argocd-grpc-web: %w", o.ServerAddr, err)
+			return syncmedic.Permanent(fmt.Errorf("argocd-server %s answers gRPC-web but not gRPC (a proxy or ingress in front of it that does "+
+				"not pass HTTP/2?): give --argocd-grpc-web: %w", o.ServerAddr, err))
 		}
 		return err
 	}

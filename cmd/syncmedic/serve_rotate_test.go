@@ -1,14 +1,18 @@
 package main
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -112,4 +116,109 @@ func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
 			t.Fatalf("serve exited with %d:\n%s", rc, logs)
 		}
 	})
+}
+
+// forwarder passes TCP connections to a target that the test switches; switching closes the connections open then.
+type forwarder struct {
+	l      net.Listener
+	mu     sync.Mutex
+	target string
+	conns  []net.Conn
+}
+
+func newForwarder(t *testing.T, target string) *forwarder {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &forwarder{l: l, target: target}
+	t.Cleanup(func() { _ = l.Close(); f.switchTo("") })
+	go f.serve()
+	return f
+}
+
+func (f *forwarder) serve() {
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		target := f.target
+		f.conns = append(f.conns, c)
+		f.mu.Unlock()
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			_, _ = io.Copy(c, up)
+		}()
+	}
+}
+
+// switchTo sends new connections to target and closes the open ones.
+func (f *forwarder) switchTo(target string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.target = target
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+}
+
+// metricValue returns the value of the sample named exactly name on /metrics, or -1.
+func metricValue(base, name string) float64 {
+	_, body := get(base + "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestServeReadsARotatedCAFileWithoutARestart runs serve against the real argocd-server behind a TLS front with its
+// own self-signed certificate, trusted through --argocd-ca-file in a Secret volume laid out as the kubelet does. Then
+// argocd-server's certificate is replaced (another front) and the Secret updated in place: the watch reconnects,
+// verifying the new certificate with the new CA, and sees an application created after the switch.
+func TestServeReadsARotatedCAFileWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"viewer"},
+		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
+	})
+	oldFront, oldCA := testenv.SelfSignedTLSFront(t, argo.Addr)
+	newFront, newCA := testenv.SelfSignedTLSFront(t, argo.Addr)
+	fwd := newForwarder(t, oldFront)
+	secret := newMountedSecret(t, map[string]string{"ca.crt": string(oldCA)})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--argocd-server", fwd.l.Addr().String(), "--argocd-ca-file", secret.path("ca.crt"),
+		"--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer")))
+	base, logs := srv.Base, srv.Logs
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(base + "/readyz")
+		return code == http.StatusOK && strings.Contains(body, "argocd: ok")
+	}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+	require.Equal(t, float64(0), metricValue(base, "syncmedic_argocd_applications"))
+
+	secret.update(map[string]string{"ca.crt": string(newCA)})
+	fwd.switchTo(newFront)
+	argo.CreateApplication(t, argo.NewApplication("after-the-rotation", env.Namespace(t)))
+	if !assert.Eventually(t, func() bool {
+		return metricValue(base, "syncmedic_argocd_applications") == 1
+	}, 90*time.Second, 200*time.Millisecond) {
+		_, body = get(base + "/readyz")
+		t.Fatalf("the watch never saw the application created after the rotation; /readyz: %s\nlogs:\n%s", body, logs)
+	}
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, logs)
+	}
 }
