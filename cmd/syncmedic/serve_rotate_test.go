@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
 // mountedSecret is a Secret volume laid out as the kubelet's atomic writer does: each key a symlink through ..data,
@@ -220,5 +221,36 @@ func TestServeReadsARotatedCAFileWithoutARestart(t *testing.T) {
 	}
 	if rc, ok := srv.exited(); ok {
 		t.Fatalf("serve exited with %d:\n%s", rc, logs)
+	}
+}
+
+// TestServeReadsARotatedSlackTokenWithoutARestart runs serve with its Slack bot token in a Secret volume laid out as
+// the kubelet does: an incident before the Secret is updated in place is posted with the first token, one after it
+// with the new token, without a restart.
+func TestServeReadsARotatedSlackTokenWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	rec := slackrec.New(t)
+	secret := newMountedSecret(t, map[string]string{"slack-token": "xoxb-first"})
+	srv := startServe(t, "--kubeconfig", env.Kubeconfig, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--flux-watch=false", "--kube-events=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s",
+		"--slack-token-file", secret.path("slack-token"), "--slack-channel", "#incidents", "--slack-api-url", rec.GetAPIURL())
+	announced := func(job string) slackrec.Message {
+		t.Helper()
+		var roots []slackrec.Message
+		require.Eventually(t, func() bool {
+			roots = rec.Roots(ns, job)
+			return len(roots) > 0
+		}, 90*time.Second, 100*time.Millisecond, "no Slack announcement of %s/%s: %s\nlogs:\n%s", ns, job, rec.Summary(), srv.Logs)
+		return roots[0]
+	}
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "before-rotation", App: ns + "-shop"})
+	require.Equal(t, "xoxb-first", announced("before-rotation").Token)
+
+	secret.update(map[string]string{"slack-token": "xoxb-second"})
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "after-rotation", App: ns + "-shop"})
+	require.Equal(t, "xoxb-second", announced("after-rotation").Token)
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, srv.Logs)
 	}
 }
