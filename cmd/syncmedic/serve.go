@@ -323,7 +323,7 @@ func (d *daemon) addComponentReady(name string, ready func() error) {
 	d.ready.add(name, ready)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "syncmedic_component_ready",
-		Help:        "1 while the component (argocd, flux, kube, state) works, else 0; /readyz says why.",
+		Help:        "1 while the component (argocd, flux, kube, ui, state) works, else 0; /readyz says why.",
 		ConstLabels: prometheus.Labels{"component": name},
 	}, func() float64 {
 		if ready() != nil {
