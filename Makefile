@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz
+.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -44,10 +44,19 @@ tools-ui:
 # The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, then every
 # fuzz target for FUZZTIME.
 test: tools
+	$(MAKE) chart
 	rm -rf '$(COMPAT_DIR)'
 	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR='$(COMPAT_DIR)' go test -count=1 -timeout 60m ./...
 	$(MAKE) compat
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+
+# The Helm chart as a release ships it: `helm lint --strict`, then `helm package` into CHART_DIST
+# (syncmedic-<version>.tgz; push it with `helm push CHART_DIST/syncmedic-<version>.tgz oci://<registry>/<path>`).
+HELM ?= $(BIN)/helm
+CHART_DIST ?= $(BIN)/chart
+chart:
+	'$(HELM)' lint --strict charts/syncmedic
+	'$(HELM)' package charts/syncmedic --destination '$(CHART_DIST)'
 
 # Where the real-controller tests (internal/conformance) record their rows in `make test`.
 COMPAT_DIR ?= $(BIN)/compat

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	accountpkg "github.com/argoproj/argo-cd/v2/pkg/apiclient/account"
@@ -20,8 +21,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+	"github.com/syncmedic/syncmedic/internal/secretfile"
 )
 
 // ApplicationClient is the part of Argo CD's ApplicationService syncmedic calls. The generated
@@ -175,7 +178,7 @@ func dial(o ClientOptions, token string) (*APIClient, error) {
 	// connection holds one interceptor of each kind): the watcher re-lists after an interrupted stream, and a remedy
 	// that failed is retried after the policy's backoff, never repeated by the transport.
 	opts := []grpc.DialOption{
-		grpc.WithPerRPCCredentials(tokenCredentials(token)),
+		grpc.WithPerRPCCredentials(perRPCToken(o, token)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		grpc.WithUserAgent(ua),
 	}
@@ -229,6 +232,29 @@ func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[st
 // service mesh) sends the token too, as the argocd CLI does.
 func (tokenCredentials) RequireTransportSecurity() bool { return false }
 
+// fileToken sends the token of --argocd-token-file as the file holds it at each call: a Secret updated in place
+// (the kubelet swaps its ..data symlink) takes effect at the next call, without a new connection.
+type fileToken struct{ f *secretfile.File }
+
+func (t fileToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"token": t.f.Value()}, nil
+}
+
+// RequireTransportSecurity is false, as for tokenCredentials.
+func (fileToken) RequireTransportSecurity() bool { return false }
+
+// perRPCToken is token read from o.TokenFile at each call when there is one, else token as it is.
+func perRPCToken(o ClientOptions, token string) credentials.PerRPCCredentials {
+	if o.TokenFile == "" || token == "" {
+		return tokenCredentials(token)
+	}
+	f, err := secretfile.Open("--argocd-token-file", o.TokenFile)
+	if err != nil { // gone since readToken read it: keep what it read
+		return tokenCredentials(token)
+	}
+	return fileToken{f: f}
+}
+
 // serverAddr adds the port ":443" when addr has none, as Argo CD's client does.
 func serverAddr(addr string) string {
 	if !strings.Contains(addr, ":") {
@@ -238,21 +264,92 @@ func serverAddr(addr string) string {
 }
 
 // tlsConfig is the client TLS of o: the system roots plus --argocd-ca-file, or no verification with --argocd-insecure.
+// The CA file is read again when it changes (a Secret updated in place): each handshake verifies the server's chain
+// and name against the roots as the file holds them then, so a reconnect after argocd-server's certificate and the
+// CA were rotated succeeds without a restart.
 func tlsConfig(o ClientOptions) (*tls.Config, error) {
 	cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // --argocd-insecure asks for exactly this
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		roots, err := newCARoots(o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+			return nil, err
 		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		pool.AppendCertsFromPEM(pem)
-		cfg.RootCAs = pool
+		// Verification moves from the handshake's default to VerifyConnection, which does the same with the roots
+		// of the moment (crypto/tls documents this pattern).
+		cfg.InsecureSkipVerify = true //nolint:gosec // verified in VerifyConnection
+		cfg.VerifyConnection = roots.verify
 	}
 	return cfg, nil
+}
+
+// caRoots are the system roots plus the certificates of a CA file, read again when the file changes.
+type caRoots struct {
+	path string
+
+	mu   sync.Mutex
+	info os.FileInfo
+	pool *x509.CertPool
+}
+
+// newCARoots reads path once: an unreadable file is an error naming --argocd-ca-file.
+func newCARoots(path string) (*caRoots, error) {
+	r := &caRoots{path: path}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+	}
+	pool, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	r.info, r.pool = info, pool
+	return r, nil
+}
+
+func (r *caRoots) read() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(r.path)
+	if err != nil {
+		return nil, fmt.Errorf("--argocd-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--argocd-ca-file %s holds no PEM certificate", r.path)
+	}
+	return pool, nil
+}
+
+// current returns the roots as the file holds them now; while it cannot be read (the moment of a Secret's swap),
+// the last good ones.
+func (r *caRoots) current() *x509.CertPool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	info, err := os.Stat(r.path)
+	if err != nil || (os.SameFile(r.info, info) && info.Size() == r.info.Size() && info.ModTime().Equal(r.info.ModTime())) {
+		return r.pool
+	}
+	if pool, err := r.read(); err == nil {
+		r.info, r.pool = info, pool
+	}
+	return r.pool
+}
+
+// verify checks the server's chain and name as the handshake's default verification does, with the current roots.
+func (r *caRoots) verify(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("x509: argocd-server presented no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: r.current(), Intermediates: inter, DNSName: cs.ServerName})
+	if err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
 }
 
 // transportCredentials are TLS (tlsConfig) or, with --argocd-plaintext, none.
@@ -288,8 +385,8 @@ func probe(ctx context.Context, o ClientOptions) error {
 		if answersGRPCWeb(ctx, o) {
 			// What the argocd CLI detects too (and then switches to gRPC-web with a warning): a proxy or ingress in
 			// front of argocd-server that passes HTTP/1.1 but not HTTP/2. A daemon says so instead of switching.
-			return fmt.Errorf("argocd-server %s answers gRPC-web but not gRPC (a proxy or ingress in front of it that does "+
-				"not pass HTTP/2?): give --argocd-grpc-web: %w", o.ServerAddr, err)
+			return syncmedic.Permanent(fmt.Errorf("argocd-server %s answers gRPC-web but not gRPC (a proxy or ingress in front of it that does "+
+				"not pass HTTP/2?): give --argocd-grpc-web: %w", o.ServerAddr, err))
 		}
 		return err
 	}
@@ -314,7 +411,8 @@ func answersGRPCWeb(ctx context.Context, o ClientOptions) bool {
 	return err == nil
 }
 
-// explainTLS names the flag to fix when err is a TLS mismatch: a certificate this client does not trust (argocd-server's
+// explainTLS names the flag to fix when err is a TLS mismatch, marked permanent (waiting does not cure it; serve's
+// /readyz holds a new pod back on it): a certificate this client does not trust (argocd-server's
 // default certificate is self-signed), or a plaintext server (argocd-server --insecure) reached with TLS.
 func explainTLS(o ClientOptions, err error) error {
 	var verify *tls.CertificateVerificationError
@@ -323,11 +421,11 @@ func explainTLS(o ClientOptions, err error) error {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || strings.Contains(msg, "x509: "):
-		return fmt.Errorf("argocd-server %s presented a certificate this client does not trust: give --argocd-ca-file "+
+		return syncmedic.Permanent(fmt.Errorf("argocd-server %s presented a certificate this client does not trust: give --argocd-ca-file "+
 			"with the CA that signed it (argocd-server's default certificate is self-signed: its own tls.crt is the CA), "+
-			"or --argocd-insecure to skip verification: %w", o.ServerAddr, err)
+			"or --argocd-insecure to skip verification: %w", o.ServerAddr, err))
 	case !o.PlainText && strings.Contains(msg, "first record does not look like a TLS handshake"):
-		return fmt.Errorf("argocd-server %s does not speak TLS (it runs with --insecure): give --argocd-plaintext: %w", o.ServerAddr, err)
+		return syncmedic.Permanent(fmt.Errorf("argocd-server %s does not speak TLS (it runs with --insecure): give --argocd-plaintext: %w", o.ServerAddr, err))
 	case !o.PlainText && strings.Contains(msg, "authentication handshake failed") &&
 		(strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "EOF")):
 		// A plaintext argocd-server (--insecure) hangs up on a TLS ClientHello instead of answering it.

@@ -272,7 +272,7 @@ func TestTheInstallsComeUp(t *testing.T) {
 	setups := []setup{{
 		name:     "CA file: the copy of argocd-server's self-signed certificate verifies it",
 		settings: map[string]string{"argocd-server": tlsAddr, "argocd-ca-file": "/etc/syncmedic/argocd-ca/ca.crt"},
-		helm:     []string{"argocd.server=" + tlsAddr, "argocd.tls.mode=ca"},
+		helm:     []string{"argocd.server=" + tlsAddr}, // the chart's default argocd.tls.mode, ca
 	}, {
 		name:     "insecure: TLS without verifying the certificate",
 		settings: map[string]string{"argocd-server": tlsAddr, "argocd-insecure": "true"},

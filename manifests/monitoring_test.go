@@ -299,3 +299,28 @@ func sortedKeys(m metricRecorder) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestEveryAlertHasARunbook checks that each alert of the PrometheusRule links, with runbook_url, to its own section
+// of docs/runbooks.md.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	const prefix = "https://github.com/syncmedic/syncmedic/blob/main/docs/runbooks.md#"
+	headings := map[string]bool{}
+	for _, line := range strings.Split(readFile(t, filepath.Join("..", "docs", "runbooks.md")), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			headings[strings.ToLower(h)] = true
+		}
+	}
+	rule := find(t, monitoringKustomization(t), "PrometheusRule", "syncmedic")
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	alerts := 0
+	for _, g := range groups {
+		for _, r := range g.(map[string]interface{})["rules"].([]interface{}) {
+			alert, _, _ := unstructured.NestedString(r.(map[string]interface{}), "alert")
+			url, _, _ := unstructured.NestedString(r.(map[string]interface{}), "annotations", "runbook_url")
+			require.Equal(t, prefix+strings.ToLower(alert), url, "alert %s", alert)
+			require.True(t, headings[strings.ToLower(alert)], "docs/runbooks.md has no section ## %s", alert)
+			alerts++
+		}
+	}
+	require.Equal(t, len(headings), alerts, "every section of docs/runbooks.md is an alert's")
+}

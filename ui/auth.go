@@ -17,10 +17,10 @@ type scopeKey struct{}
 // own Authorization and Cookie headers) together with the Application the user is looking at, which argocd-server
 // has authorized for that user (applications get, extensions invoke): such a request sees only that Application's
 // incidents. The token is never logged.
-func authenticate(token []byte, next http.Handler) http.Handler {
+func authenticate(token func() []byte, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), token) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), token()) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="syncmedic"`)
 			writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
 			return

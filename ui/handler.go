@@ -28,8 +28,11 @@ const (
 type Options struct {
 	// Incidents returns the tracker's incidents (Tracker.Incidents); it may return nil.
 	Incidents func() []incident.Incident
-	// Token is the bearer token every API request must carry. Required.
+	// Token is the bearer token every API request must carry. Required unless TokenSource is set.
 	Token []byte
+	// TokenSource, when set, returns the bearer token at each request instead of Token (a token file re-read when
+	// its Secret is updated in place).
+	TokenSource func() []byte
 	// Log receives one debug line per API request (never the token).
 	Log *slog.Logger
 	// Fix plans and applies an incident's remedy on a person's request (remedy.Fixer.Fix); nil: the API is read-only.
@@ -51,7 +54,12 @@ type Options struct {
 
 // Handlers returns the API and page handlers keyed by the path to register them at (ServeMux patterns).
 func Handlers(o Options) (map[string]http.Handler, error) {
-	if len(o.Token) == 0 {
+	token := o.TokenSource
+	if token == nil {
+		fixed := o.Token
+		token = func() []byte { return fixed }
+	}
+	if len(token()) == 0 {
 		return nil, errors.New("the incident API needs a bearer token")
 	}
 	if o.Incidents == nil {
@@ -77,10 +85,10 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 		return nil, err
 	}
 	return map[string]http.Handler{
-		IncidentsPath:       authenticate(o.Token, http.HandlerFunc(api.list)),
-		IncidentsPath + "/": authenticate(o.Token, http.HandlerFunc(api.get)),
-		SilencesPath:        authenticate(o.Token, http.HandlerFunc(api.silences)),
-		SilencesPath + "/":  authenticate(o.Token, http.HandlerFunc(api.silence)),
+		IncidentsPath:       authenticate(token, http.HandlerFunc(api.list)),
+		IncidentsPath + "/": authenticate(token, http.HandlerFunc(api.get)),
+		SilencesPath:        authenticate(token, http.HandlerFunc(api.silences)),
+		SilencesPath + "/":  authenticate(token, http.HandlerFunc(api.silence)),
 		PagePath:            securityHeaders(http.StripPrefix(PagePath, http.FileServerFS(static))),
 		// The extension is public code, fetched by argocd-server's init container without a token.
 		ExtensionBundlePath:  serveBytes("text/javascript; charset=utf-8", extensionBundle),

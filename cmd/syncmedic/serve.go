@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -52,6 +53,7 @@ type serveOptions struct {
 	logLevel        string
 	thresholds      snapshot.Thresholds
 	shutdownGrace   time.Duration
+	readinessWait   time.Duration
 }
 
 func newServeCommand() *cobra.Command {
@@ -90,6 +92,9 @@ func serveCommand(o *serveOptions) *cobra.Command {
 	f.StringVar(&o.identity, "identity", "", "this replica's name in the Lease and the audit log (default: $POD_NAME, else the host name)")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.DurationVar(&o.readinessWait, "readiness-wait", 30*time.Second, "how long a starting serve waits for its sources before /readyz answers 200 anyway "+
+		"(/readyz means this pod can serve the receiver and the incident API; a source outage shows in its body and the metrics); "+
+		"a refused token, a missing permission or an untrusted certificate keep a pod that was never ready unready")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster service account when running in a Pod)")
 	addNotifyFlags(cmd, &o.notify)
@@ -198,6 +203,7 @@ type daemon struct {
 
 func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kubernetes.Interface, holder *policyHolder, log *slog.Logger) (*daemon, error) {
 	d := &daemon{o: o, log: log, reg: newMetricsRegistry(), policy: holder, beat: newHeartbeat(time.Now)}
+	d.ready.wait, d.ready.start = o.readinessWait, time.Now()
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	identity := replicaIdentity(o.identity)
 	leading := func() bool { return true }
@@ -259,7 +265,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 		d.parts, d.names, d.failed = append(d.parts, p), append(d.names, c.name), append(d.failed, &sourceState{})
 		if p.contributes() {
 			failed, ready := d.failed[len(d.failed)-1], p.Ready
-			d.ready.add(c.name, func() error {
+			d.addComponentReady(c.name, func() error {
 				if err := failed.get(); err != nil {
 					return err
 				}
@@ -286,7 +292,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	}
 	d.fixer = remedy.NewFixer(d.stage, d.tracker)
 	if o.stateConfigMap != "" {
-		d.ready.add("state", func() error {
+		d.addComponentReady("state", func() error {
 			if err := d.tracker.StoreError(); err != nil {
 				return fmt.Errorf("cannot load the stored incidents from ConfigMap %s: %w", o.stateConfigMap, err)
 			}
@@ -308,6 +314,23 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	d.tracker.ResumeDelivery(ctx, destNames(dests)...)
 	log.Info("notifiers", "destinations", destNames(dests))
 	return d, nil
+}
+
+// addComponentReady adds a component to /readyz and to the gauge syncmedic_component_ready{component}, 1 while
+// ready returns nil: a source outage never fails readiness once the pod serves, so the metric (and the
+// PrometheusRule's SyncmedicComponentNotReady) is where it shows.
+func (d *daemon) addComponentReady(name string, ready func() error) {
+	d.ready.add(name, ready)
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "syncmedic_component_ready",
+		Help:        "1 while the component (argocd, flux, kube, ui, state) works, else 0; /readyz says why.",
+		ConstLabels: prometheus.Labels{"component": name},
+	}, func() float64 {
+		if ready() != nil {
+			return 0
+		}
+		return 1
+	}))
 }
 
 func (d *daemon) run(ctx context.Context) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/syncmedic/syncmedic"
 )
@@ -83,33 +88,96 @@ func TestHealthzFailsOnlyWhileTheTrackerIsWedged(t *testing.T) {
 
 func TestReadyzNamesEachComponent(t *testing.T) {
 	down := errors.New("cannot reach argocd-server argocd-server.argocd.svc:443 (3 attempts, retrying): connection refused")
+	refused := syncmedic.Permanent(errors.New("argocd watch: not authenticated: the token is missing, expired or revoked"))
 	tests := []struct {
 		name     string
 		ready    map[string]error
+		waited   bool
 		wantCode int
 		wantBody string
 	}{
 		{name: "every component ready answers 200 listing each", ready: map[string]error{"argocd": nil, "flux": nil},
 			wantCode: http.StatusOK, wantBody: "argocd: ok\nflux: ok\n"},
-		{name: "one component down answers 503 naming it and why, and the others ok",
+		{name: "a starting pod with a component down answers 503 naming it and why, and the others ok",
 			ready:    map[string]error{"argocd": down, "flux": nil},
 			wantCode: http.StatusServiceUnavailable, wantBody: "argocd: " + down.Error() + "\nflux: ok\n"},
+		{name: "once the wait has passed a component down still shows in the body but the pod is ready",
+			ready: map[string]error{"argocd": down, "flux": nil}, waited: true,
+			wantCode: http.StatusOK, wantBody: "argocd: " + down.Error() + "\nflux: ok\n"},
+		{name: "a configuration error keeps a pod that was never ready unready after the wait",
+			ready: map[string]error{"argocd": refused, "flux": nil}, waited: true,
+			wantCode: http.StatusServiceUnavailable, wantBody: "argocd: " + refused.Error() + "\nflux: ok\n"},
 		{name: "no component at all is ready", ready: map[string]error{}, wantCode: http.StatusOK, wantBody: "ok\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r readiness
+			clock := &fakeClock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+			r := &readiness{wait: 30 * time.Second, start: clock.Now(), now: clock.Now}
 			for _, name := range []string{"argocd", "flux"} {
 				if err, ok := tt.ready[name]; ok {
 					r.add(name, func() error { return err })
 				}
 			}
-			rec := httptest.NewRecorder()
-			r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-			require.Equal(t, tt.wantCode, rec.Code)
-			require.Equal(t, tt.wantBody, rec.Body.String())
+			if tt.waited {
+				clock.Add(30 * time.Second)
+			}
+			code, body := probeReadyz(r, "/readyz")
+			require.Equal(t, tt.wantCode, code)
+			require.Equal(t, tt.wantBody, body)
 		})
 	}
+}
+
+func TestReadyzOnceReadyStaysReadyThroughOutagesAndRevokedTokens(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	r := &readiness{wait: time.Hour, start: clock.Now(), now: clock.Now}
+	var argoErr atomic.Value
+	argoErr.Store(errBox{})
+	r.add("argocd", func() error { return argoErr.Load().(errBox).err })
+	r.add("flux", func() error { return nil })
+	code, body := probeReadyz(r, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	for _, err := range []error{
+		errors.New("cannot reach argocd-server argocd-server.argocd.svc:443 (3 attempts, retrying): connection refused"),
+		syncmedic.Permanent(errors.New("argocd watch: not authenticated: the token is missing, expired or revoked")),
+	} {
+		argoErr.Store(errBox{err})
+		code, body := probeReadyz(r, "/readyz?verbose")
+		require.Equal(t, http.StatusOK, code, "a pod that served keeps serving its receiver and API")
+		require.Equal(t, "argocd: "+err.Error()+"\nflux: ok\n", body)
+	}
+}
+
+func TestIsConfigError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "refused connection", err: errors.New("dial tcp 10.0.0.1:443: connect: connection refused")},
+		{name: "gRPC Unavailable", err: status.Error(codes.Unavailable, "argocd-server: not connected yet")},
+		{name: "gRPC Unauthenticated, wrapped", err: fmt.Errorf("stopped: %w", status.Error(codes.Unauthenticated, "invalid session")), want: true},
+		{name: "gRPC PermissionDenied", err: status.Error(codes.PermissionDenied, "permission denied"), want: true},
+		{name: "permanent", err: fmt.Errorf("cannot reach x: %w", syncmedic.Permanent(errors.New("untrusted certificate"))), want: true},
+		{name: "Kubernetes 403", err: apierrors.NewForbidden(schema.GroupResource{Resource: "helmreleases"}, "", errors.New("no")), want: true},
+		{name: "Kubernetes 401", err: apierrors.NewUnauthorized("token expired"), want: true},
+		{name: "Kubernetes 503", err: apierrors.NewServiceUnavailable("apiserver restarting")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, isConfigError(tt.err))
+		})
+	}
+}
+
+// errBox lets atomic.Value hold a nil error.
+type errBox struct{ err error }
+
+// probeReadyz asks r for path and returns the status and body.
+func probeReadyz(r *readiness, path string) (int, string) {
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
 }
 
 // countingSource counts its runs and stops when told.

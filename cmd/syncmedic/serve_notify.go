@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/syncmedic/syncmedic/internal/secretfile"
 	"github.com/syncmedic/syncmedic/notify"
 	"github.com/syncmedic/syncmedic/notify/alertmanager"
 	"github.com/syncmedic/syncmedic/notify/kubeevents"
@@ -105,6 +106,10 @@ func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, 
 			return nil, err
 		}
 		so := slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL, HTTPClient: client}
+		// Read again when the file changes: a rotated Secret takes effect at the next notification.
+		if f, err := secretfile.Open("--slack-token-file", o.slackTokenFile); err == nil {
+			so.TokenSource = f.Value
+		}
 		if o.slackInteractive() {
 			so.Buttons = o.slackButtons
 		}

@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/syncmedic/syncmedic/internal/secretfile"
 	"github.com/syncmedic/syncmedic/ui"
 )
 
@@ -35,15 +34,12 @@ func startUI(d serveDeps, o *uiOptions) (serveParts, error) {
 		log.Info("no --api-token-file: the incident API and page are off")
 		return serveParts{}, nil
 	}
-	data, err := os.ReadFile(o.tokenFile)
+	// Re-read when the file changes: a rotated Secret takes effect without a restart.
+	token, err := secretfile.Open("--api-token-file", o.tokenFile)
 	if err != nil {
-		return serveParts{}, fmt.Errorf("--api-token-file: %w", err)
+		return serveParts{}, fmt.Errorf("%w: write a random token into it (openssl rand -hex 32)", err)
 	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return serveParts{}, fmt.Errorf("--api-token-file %s is empty: write a random token into it (openssl rand -hex 32)", o.tokenFile)
-	}
-	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, Token: []byte(token), Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes,
+	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, TokenSource: func() []byte { return []byte(token.Value()) }, Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes,
 		Acknowledge: d.OnCall.Acknowledge, Silences: d.OnCall, Policy: d.Policy})
 	if err != nil {
 		return serveParts{}, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/slack-go/slack"
 
@@ -25,6 +26,9 @@ const (
 type Options struct {
 	// Token is the bot token (xoxb-…), read from a file; it never appears in errors or logs.
 	Token string
+	// TokenSource, when set, returns the bot token at each notification (a token file read again when its Secret is
+	// updated in place); a token other than the last one gets a new client. Token is the first one.
+	TokenSource func() string
 	// Channel is the channel ID or name to post to.
 	Channel string
 	// Notes keeps each incident's channel and thread ts across restarts (the tracker).
@@ -41,7 +45,11 @@ type Options struct {
 // Notifier posts one root message per incident, updates it in place on every transition, and replies in its
 // thread for each step.
 type Notifier struct {
-	o      Options
+	o    Options
+	opts []slack.Option
+
+	mu     sync.Mutex
+	token  string // the token client uses
 	client *slack.Client
 }
 
@@ -61,12 +69,25 @@ func New(o Options) (*Notifier, error) {
 		o.HTTPClient = notify.NewHTTPClient(notify.DefaultTimeout)
 	}
 	opts = append(opts, slack.OptionHTTPClient(o.HTTPClient))
-	return &Notifier{o: o, client: slack.New(o.Token, opts...)}, nil
+	return &Notifier{o: o, opts: opts, token: o.Token, client: slack.New(o.Token, opts...)}, nil
+}
+
+// current returns the client for the bot token of the moment (Options.TokenSource), and that token.
+func (n *Notifier) current() (*slack.Client, string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.o.TokenSource != nil {
+		if t := n.o.TokenSource(); t != "" && t != n.token {
+			n.token, n.client = t, slack.New(t, n.opts...)
+		}
+	}
+	return n.client, n.token
 }
 
 // Notify posts or updates the root message and adds the thread reply for ev.
 func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) {
 	id := ev.Incident.ID
+	client, token := n.current()
 	channel, ts := n.thread(id, ev.Incident.Route)
 	var b Buttons
 	if n.o.Buttons != nil {
@@ -76,26 +97,26 @@ func (n *Notifier) Notify(ctx context.Context, ev incident.Event) (bool, error) 
 	fallback := fallbackText(ev.Incident)
 	if ts == "" {
 		// First message of the incident (or the opened event was lost): post the root and remember the thread.
-		ch, newTS, err := n.client.PostMessageContext(ctx, channel, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
+		ch, newTS, err := client.PostMessageContext(ctx, channel, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
 		if err != nil {
-			return n.classify("chat.postMessage", err)
+			return n.classify("chat.postMessage", err, token)
 		}
 		n.o.Notes.SetNote(ctx, id, NoteChannel, ch)
 		n.o.Notes.SetNote(ctx, id, NoteTS, newTS)
 		channel, ts = ch, newTS
 	} else if ev.Kind != incident.EventOpened {
-		_, _, _, err := n.client.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
+		_, _, _, err := client.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionBlocks(root...), slack.MsgOptionText(fallback, false))
 		if err != nil {
-			return n.classify("chat.update", err)
+			return n.classify("chat.update", err, token)
 		}
 	}
 	reply := ReplyText(ev)
 	if reply == "" {
 		return false, nil
 	}
-	_, _, err := n.client.PostMessageContext(ctx, channel, slack.MsgOptionTS(ts), slack.MsgOptionText(reply, false))
+	_, _, err := client.PostMessageContext(ctx, channel, slack.MsgOptionTS(ts), slack.MsgOptionText(reply, false))
 	if err != nil {
-		return n.classify("chat.postMessage (thread reply)", err)
+		return n.classify("chat.postMessage (thread reply)", err, token)
 	}
 	return false, nil
 }
@@ -114,9 +135,9 @@ func (n *Notifier) thread(id string, route *policy.Routing) (channel, ts string)
 	return channel, ts
 }
 
-func (n *Notifier) classify(method string, err error) (bool, error) {
+func (n *Notifier) classify(method string, err error, token string) (bool, error) {
 	retry, err := classify(err)
-	return retry, notify.Redact(fmt.Errorf("slack %s: %w", method, err), n.o.Token)
+	return retry, notify.Redact(fmt.Errorf("slack %s: %w", method, err), token)
 }
 
 // classify says whether a slack-go error is worth retrying: rate limits (after Retry-After), 5xx and network

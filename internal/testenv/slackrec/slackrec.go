@@ -19,6 +19,8 @@ import (
 type Message struct {
 	Method, Channel, TS, ThreadTS, Text, Blocks string
 	View, ViewID, TriggerID, User               string
+	// Token is the bot token the call carried (the form's token, else the Authorization header's bearer token).
+	Token string
 }
 
 // Server is a running recording Slack test server; give a notifier its URL() as the Slack API URL.
@@ -73,7 +75,10 @@ func (s *Server) handle(method string) http.HandlerFunc {
 			return
 		}
 		m := Message{Method: method, Channel: r.Form.Get("channel"), TS: r.Form.Get("ts"), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("text"),
-			Blocks: r.Form.Get("blocks"), User: r.Form.Get("user")}
+			Blocks: r.Form.Get("blocks"), User: r.Form.Get("user"), Token: r.Form.Get("token")}
+		if m.Token == "" {
+			m.Token = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		}
 		if method == "chat.postMessage" {
 			s.seq++
 			m.TS = fmt.Sprintf("1710072000.%06d", s.seq)

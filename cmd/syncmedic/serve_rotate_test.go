@@ -1,0 +1,256 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
+)
+
+// mountedSecret is a Secret volume laid out as the kubelet's atomic writer does: each key a symlink through ..data,
+// ..data a symlink to a timestamped directory, swapped by a rename when the Secret changes.
+type mountedSecret struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newMountedSecret(t *testing.T, data map[string]string) *mountedSecret {
+	m := &mountedSecret{t: t, dir: t.TempDir()}
+	m.update(data)
+	for key := range data {
+		require.NoError(t, os.Symlink(filepath.Join("..data", key), filepath.Join(m.dir, key)))
+	}
+	return m
+}
+
+// path returns the path serve is given for key.
+func (m *mountedSecret) path(key string) string { return filepath.Join(m.dir, key) }
+
+// update writes data into a new directory and swaps ..data to it.
+func (m *mountedSecret) update(data map[string]string) {
+	m.n++
+	ts := filepath.Join(m.dir, "..2026_11_26_14_00_00."+strconv.Itoa(m.n))
+	require.NoError(m.t, os.Mkdir(ts, 0o755))
+	for k, v := range data {
+		require.NoError(m.t, os.WriteFile(filepath.Join(ts, k), []byte(v+"\n"), 0o644))
+	}
+	tmp := filepath.Join(m.dir, "..data_tmp")
+	require.NoError(m.t, os.Symlink(filepath.Base(ts), tmp))
+	require.NoError(m.t, os.Rename(tmp, filepath.Join(m.dir, "..data")))
+}
+
+// getWithToken GETs url with a bearer token and returns the status.
+func getWithToken(t *testing.T, url, token string) int {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	return res.StatusCode
+}
+
+// TestServeReadsRotatedTokensWithoutARestart runs serve against the real argocd-server with its Argo CD and API
+// tokens in a Secret volume laid out as the kubelet does, and updates the Secret in place while serve runs: the
+// incident API takes the new token and refuses the old one, and the Argo CD watch, re-opened on its connection after
+// a cut, calls with the new token (here an account that may not get applications, which /readyz then names).
+func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"blind", "viewer"},
+		Policy: []string{
+			"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer",
+			"p, role:blind, projects, get, *, allow", "g, blind, role:blind",
+		},
+	})
+	proxy := testenv.NewProxy(t, argo.Addr)
+	viewer := argo.Token(t, "viewer")
+	secret := newMountedSecret(t, map[string]string{"argocd-token": viewer, "api-token": "api-token-one"})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", secret.path("argocd-token"),
+		"--api-token-file", secret.path("api-token"))
+	base, logs := srv.Base, srv.Logs
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(base + "/readyz")
+		return code == http.StatusOK && strings.Contains(body, "argocd: ok")
+	}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+	incidents := base + "/api/v1/incidents"
+	require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-one"))
+
+	blind := argo.Token(t, "blind")
+	secret.update(map[string]string{"argocd-token": blind, "api-token": "api-token-two"})
+
+	t.Run("the incident API takes the new token and refuses the old one", func(t *testing.T) {
+		require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-two"))
+		require.Equal(t, http.StatusUnauthorized, getWithToken(t, incidents, "api-token-one"))
+	})
+	t.Run("the Argo CD watch re-opened after a cut calls with the new token", func(t *testing.T) {
+		proxy.Cut()
+		require.Eventually(t, func() bool {
+			code, body = get(base + "/readyz")
+			return strings.Contains(body, "applications, get, */*")
+		}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+		require.Equal(t, http.StatusOK, code, "a pod that served stays ready: %s", body)
+	})
+	t.Run("a token that may read again makes the watch work again, still without a restart", func(t *testing.T) {
+		secret.update(map[string]string{"argocd-token": argo.Token(t, "viewer"), "api-token": "api-token-two"})
+		require.Eventually(t, func() bool {
+			code, body = get(base + "/readyz")
+			return strings.Contains(body, "argocd: ok")
+		}, 90*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+		if rc, ok := srv.exited(); ok {
+			t.Fatalf("serve exited with %d:\n%s", rc, logs)
+		}
+	})
+}
+
+// forwarder passes TCP connections to a target that the test switches; switching closes the connections open then.
+type forwarder struct {
+	l      net.Listener
+	mu     sync.Mutex
+	target string
+	conns  []net.Conn
+}
+
+func newForwarder(t *testing.T, target string) *forwarder {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &forwarder{l: l, target: target}
+	t.Cleanup(func() { _ = l.Close(); f.switchTo("") })
+	go f.serve()
+	return f
+}
+
+func (f *forwarder) serve() {
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		target := f.target
+		f.conns = append(f.conns, c)
+		f.mu.Unlock()
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			_, _ = io.Copy(c, up)
+		}()
+	}
+}
+
+// switchTo sends new connections to target and closes the open ones.
+func (f *forwarder) switchTo(target string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.target = target
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+}
+
+// metricValue returns the value of the sample named exactly name on /metrics, or -1.
+func metricValue(base, name string) float64 {
+	_, body := get(base + "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestServeReadsARotatedCAFileWithoutARestart runs serve against the real argocd-server behind a TLS front with its
+// own self-signed certificate, trusted through --argocd-ca-file in a Secret volume laid out as the kubelet does. Then
+// argocd-server's certificate is replaced (another front) and the Secret updated in place: the watch reconnects,
+// verifying the new certificate with the new CA, and sees an application created after the switch.
+func TestServeReadsARotatedCAFileWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
+		Accounts: []string{"viewer"},
+		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
+	})
+	oldFront, oldCA := testenv.SelfSignedTLSFront(t, argo.Addr)
+	newFront, newCA := testenv.SelfSignedTLSFront(t, argo.Addr)
+	fwd := newForwarder(t, oldFront)
+	secret := newMountedSecret(t, map[string]string{"ca.crt": string(oldCA)})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--argocd-server", fwd.l.Addr().String(), "--argocd-ca-file", secret.path("ca.crt"),
+		"--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer")))
+	base, logs := srv.Base, srv.Logs
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(base + "/readyz")
+		return code == http.StatusOK && strings.Contains(body, "argocd: ok")
+	}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
+	require.Equal(t, float64(0), metricValue(base, "syncmedic_argocd_applications"))
+
+	secret.update(map[string]string{"ca.crt": string(newCA)})
+	fwd.switchTo(newFront)
+	argo.CreateApplication(t, argo.NewApplication("after-the-rotation", env.Namespace(t)))
+	if !assert.Eventually(t, func() bool {
+		return metricValue(base, "syncmedic_argocd_applications") == 1
+	}, 90*time.Second, 200*time.Millisecond) {
+		_, body = get(base + "/readyz")
+		t.Fatalf("the watch never saw the application created after the rotation; /readyz: %s\nlogs:\n%s", body, logs)
+	}
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, logs)
+	}
+}
+
+// TestServeReadsARotatedSlackTokenWithoutARestart runs serve with its Slack bot token in a Secret volume laid out as
+// the kubelet does: an incident before the Secret is updated in place is posted with the first token, one after it
+// with the new token, without a restart.
+func TestServeReadsARotatedSlackTokenWithoutARestart(t *testing.T) {
+	env := testenv.Kube(t)
+	ns := env.Namespace(t)
+	rec := slackrec.New(t)
+	secret := newMountedSecret(t, map[string]string{"slack-token": "xoxb-first"})
+	srv := startServe(t, "--kubeconfig", env.Kubeconfig, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--flux-watch=false", "--kube-events=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s",
+		"--slack-token-file", secret.path("slack-token"), "--slack-channel", "#incidents", "--slack-api-url", rec.GetAPIURL())
+	announced := func(job string) slackrec.Message {
+		t.Helper()
+		var roots []slackrec.Message
+		require.Eventually(t, func() bool {
+			roots = rec.Roots(ns, job)
+			return len(roots) > 0
+		}, 90*time.Second, 100*time.Millisecond, "no Slack announcement of %s/%s: %s\nlogs:\n%s", ns, job, rec.Summary(), srv.Logs)
+		return roots[0]
+	}
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "before-rotation", App: ns + "-shop"})
+	require.Equal(t, "xoxb-first", announced("before-rotation").Token)
+
+	secret.update(map[string]string{"slack-token": "xoxb-second"})
+	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "after-rotation", App: ns + "-shop"})
+	require.Equal(t, "xoxb-second", announced("after-rotation").Token)
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, srv.Logs)
+	}
+}
