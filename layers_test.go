@@ -60,6 +60,7 @@ func layers() map[string]layer {
 		"internal/testclock":   layerSupport,
 		"internal/argoapi/gen": layerTop,
 		"internal/ociimage":    layerSupport,
+		"internal/secretfile":  layerSupport,
 		"internal/imagebuild":  layerSupport,
 		"hack":                 layerTop,
 	}
