@@ -115,14 +115,7 @@ func NewKustomizationWatcher(o KustomizationWatcherOptions) (*KustomizationWatch
 	if err != nil {
 		return nil, fmt.Errorf("flux kustomization watcher: %w", err)
 	}
-	copts := cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}
-	if len(o.Namespaces) > 0 {
-		copts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.Namespaces {
-			copts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(o.Config, copts)
+	c, err := cache.New(o.Config, namespaced(cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}, o.Namespaces))
 	if err != nil {
 		return nil, fmt.Errorf("flux kustomization watcher: %w", err)
 	}
@@ -162,35 +155,13 @@ func (w *KustomizationWatcher) Run(ctx context.Context, sink syncmedic.Sink) err
 	if err != nil {
 		return fmt.Errorf("flux kustomization watcher: informer: %w", err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { w.changed(ctx, o) },
-		UpdateFunc: func(_, o interface{}) { w.changed(ctx, o) },
-		DeleteFunc: func(o interface{}) { w.changed(ctx, o) },
-	}); err != nil {
+	if _, err := inf.AddEventHandler(onEveryChange(func(o interface{}) { w.changed(ctx, o) })); err != nil {
 		return err
 	}
-	cacheErr := make(chan error, 1)
-	go func() { cacheErr <- w.cache.Start(ctx) }()
-	if !w.cache.WaitForCacheSync(ctx) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("flux kustomization watcher: informer did not sync: %w", <-cacheErr)
-	}
-	w.synced.Store(true)
-	w.log.Info("flux kustomization watcher synced", "namespaces", w.opts.Namespaces, "apiVersion", w.gvk.GroupVersion().String())
-	go func() {
-		<-ctx.Done()
-		w.queue.ShutDown()
-	}()
-	for {
-		key, shutdown := w.queue.Get()
-		if shutdown {
-			return <-cacheErr
-		}
-		w.evaluate(ctx, key, sink)
-		w.queue.Done(key)
-	}
+	return runQueue(ctx, "flux kustomization watcher", w.cache, w.queue, func() {
+		w.synced.Store(true)
+		w.log.Info("flux kustomization watcher synced", "namespaces", w.opts.Namespaces, "apiVersion", w.gvk.GroupVersion().String())
+	}, func(key types.NamespacedName) { w.evaluate(ctx, key, sink) })
 }
 
 // changed queues the Kustomization and every Kustomization that depends on it.

@@ -129,20 +129,13 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flux watcher: %w", err)
 	}
-	copts := cache.Options{
+	c, err := cache.New(o.Config, namespaced(cache.Options{
 		Scheme:           scheme,
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&apiextensionsv1.CustomResourceDefinition{}: {Field: fields.OneTermEqualSelector("metadata.name", CRDName)},
 		},
-	}
-	if len(o.Namespaces) > 0 {
-		copts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.Namespaces {
-			copts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(o.Config, copts)
+	}, o.Namespaces))
 	if err != nil {
 		return nil, fmt.Errorf("flux watcher: %w", err)
 	}
@@ -227,11 +220,7 @@ func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
 	if err != nil {
 		return fmt.Errorf("flux watcher: HelmRelease informer: %w", err)
 	}
-	if _, err := hrInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { w.releaseChanged(ctx, o) },
-		UpdateFunc: func(_, o interface{}) { w.releaseChanged(ctx, o) },
-		DeleteFunc: func(o interface{}) { w.releaseChanged(ctx, o) },
-	}); err != nil {
+	if _, err := hrInf.AddEventHandler(onEveryChange(func(o interface{}) { w.releaseChanged(ctx, o) })); err != nil {
 		return err
 	}
 	crdInf, err := w.cache.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
@@ -245,28 +234,10 @@ func (w *Watcher) Run(ctx context.Context, sink syncmedic.Sink) error {
 	}); err != nil {
 		return err
 	}
-	cacheErr := make(chan error, 1)
-	go func() { cacheErr <- w.cache.Start(ctx) }()
-	if !w.cache.WaitForCacheSync(ctx) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("flux watcher: informers did not sync: %w", <-cacheErr)
-	}
-	w.synced.Store(true)
-	w.log.Info("flux watcher synced", "namespaces", w.opts.Namespaces, "apiVersion", ReleaseGroupVersion(w.apiVersion).String())
-	go func() {
-		<-ctx.Done()
-		w.queue.ShutDown()
-	}()
-	for {
-		key, shutdown := w.queue.Get()
-		if shutdown {
-			return <-cacheErr
-		}
-		w.evaluate(ctx, key, sink)
-		w.queue.Done(key)
-	}
+	return runQueue(ctx, "flux watcher", w.cache, w.queue, func() {
+		w.synced.Store(true)
+		w.log.Info("flux watcher synced", "namespaces", w.opts.Namespaces, "apiVersion", ReleaseGroupVersion(w.apiVersion).String())
+	}, func(key watchKey) { w.evaluate(ctx, key, sink) })
 }
 
 // releaseChanged queues the release and every release that depends on it.
