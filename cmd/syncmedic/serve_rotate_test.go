@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -146,16 +145,7 @@ func (f *forwarder) serve() {
 		target := f.target
 		f.conns = append(f.conns, c)
 		f.mu.Unlock()
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			_, _ = io.Copy(c, up)
-		}()
+		go testenv.Pipe(c, target)
 	}
 }
 

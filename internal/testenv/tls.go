@@ -50,19 +50,22 @@ func SelfSignedTLSFront(t testing.TB, target string) (addr string, certPEM []byt
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
+			go Pipe(c, target)
 		}
 	}()
 	return l.Addr().String(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// Pipe connects c to a new TCP connection to target and copies both ways until either side closes; it closes c.
+func Pipe(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+	_, _ = io.Copy(c, up)
 }
 
 // ServingCert makes a CA and a serving certificate it signs for dnsNames and ips, valid for an hour: what an
