@@ -32,14 +32,7 @@ func TestReleaseDeletingWithoutControllerIsAnnouncedAndResolvesWhenItRuns(t *tes
 	row.Syncmedic = "no finding"
 	d := startServe(t, stack, ns, autoPolicy, "--release-deletion-threshold", "2s")
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleReleaseDeletionStuck), "orphan")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/helmrelease-deletion-stuck announced")
+	root := announcedOnce(t, d.slack, syncmedic.RuleReleaseDeletionStuck, "orphan", 60*time.Second, "flux/helmrelease-deletion-stuck announced")
 	require.Contains(t, root.Text, "no helm-controller has updated it since it was deleted")
 	row.Syncmedic = "flux/helmrelease-deletion-stuck announced (no helm-controller handles it; notify only, no automatic remedy)"
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxnc"
@@ -40,6 +41,21 @@ func (f *fakeSlack) roots(subs ...string) []slackPost { return f.Roots(subs...) 
 func (f *fakeSlack) thread(ts string) []slackPost { return f.Thread(ts) }
 
 func (f *fakeSlack) all() []slackPost { return f.All() }
+
+// announcedOnce waits up to within until exactly one root message announces rule about name, and returns it; msg
+// says what was expected when it never comes.
+func announcedOnce(t *testing.T, f *fakeSlack, rule syncmedic.RuleID, name string, within time.Duration, msg string) slackPost {
+	t.Helper()
+	var root slackPost
+	require.Eventually(t, func() bool {
+		roots := f.roots(string(rule), name)
+		if len(roots) > 0 {
+			root = roots[0]
+		}
+		return len(roots) == 1
+	}, within, 200*time.Millisecond, msg)
+	return root
+}
 
 // daemon is one `syncmedic serve` process watching one namespace of a fluxreal stack, receiving its
 // notification-controller's signed events, announcing on a Slack test server.

@@ -49,14 +49,7 @@ func repository(t *testing.T, stack *fluxreal.Stack) (string, *fluxreal.Repo) {
 // saying why syncmedic did not reset the release, checks that it did not, and returns the announcement.
 func announcedNotReset(t *testing.T, d *daemon, stack *fluxreal.Stack, ns, name string) slackPost {
 	t.Helper()
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleRetriesExhausted), name)
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/retries-exhausted announced on Slack")
+	root := announcedOnce(t, d.slack, syncmedic.RuleRetriesExhausted, name, 60*time.Second, "flux/retries-exhausted announced on Slack")
 	require.Eventually(t, func() bool {
 		for _, p := range d.slack.thread(root.TS) {
 			if strings.Contains(p.Text, "not safe to apply unattended") {

@@ -146,14 +146,7 @@ func TestKustomizationDeletionHeldByAFailedPruneIsAnnounced(t *testing.T) {
 	row.Controller = fmt.Sprintf("kept finalizer %s on the deleted Kustomization; Warning event %q (reason %s); near miss: the ConfigMaps' Kustomization pruned and removed",
 		flux.KustomizationFinalizer, pruneEvent.Message, pruneEvent.Reason)
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleKustomizationDeletionStuck), "widgets")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/kustomization-deletion-stuck announced on Slack")
+	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationDeletionStuck, "widgets", 60*time.Second, "flux/kustomization-deletion-stuck announced on Slack")
 	require.Contains(t, root.Text, "the prune of its inventory fails")
 	for _, p := range d.slack.all() {
 		if p.ThreadTS == "" && p.TS != root.TS {
@@ -223,14 +216,7 @@ func TestKustomizationHealthCheckPastItsTimeoutNamesTheDeployment(t *testing.T) 
 	short := stack.GetKustomization(t, ns, "short")
 	_, _, healthMsg := fluxreal.KustomizationCondition(short, "Healthy")
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleKustomizationHealthCheckStuck), "short")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-health-check-stuck announced on Slack")
+	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationHealthCheckStuck, "short", 90*time.Second, "flux/kustomization-health-check-stuck announced on Slack")
 	require.Contains(t, root.Text, "held by Deployment/"+ns+"/web")
 	for _, p := range d.slack.all() {
 		if p.ThreadTS == "" && p.TS != root.TS {
@@ -281,14 +267,7 @@ func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
 	git.Repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"2\"\n")
 	second := git.Repo.Commit(t, "second")
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleKustomizationStaleRevision), "app")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-stale-revision announced on Slack")
+	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationStaleRevision, "app", 90*time.Second, "flux/kustomization-stale-revision announced on Slack")
 	require.Contains(t, root.Text, second)
 	for _, p := range d.slack.all() {
 		if p.ThreadTS == "" && p.TS != root.TS {
@@ -355,14 +334,7 @@ func TestKustomizationDependencyReadyButStillWaitingIsReconciled(t *testing.T) {
 	stack.WaitForKustomization(t, ns, "infra", 90*time.Second, "Ready", fluxreal.KustomizationReady)
 	require.True(t, waiting(stack.GetKustomization(t, ns, "apps")), "apps still waits after infra turned Ready")
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleKustomizationDependencyNotReady), "apps")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 90*time.Second, 200*time.Millisecond, "flux/kustomization-dependency-not-ready announced on Slack")
+	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationDependencyNotReady, "apps", 90*time.Second, "flux/kustomization-dependency-not-ready announced on Slack")
 	ready := stack.WaitForKustomization(t, ns, "apps", 90*time.Second, "Ready after syncmedic's request", fluxreal.KustomizationReady)
 	req := ready.GetAnnotations()["reconcile.fluxcd.io/requestedAt"]
 	require.NotEmpty(t, req, "syncmedic wrote requestedAt")

@@ -67,14 +67,7 @@ func TestReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage(t *testing.T) 
 	require.Equal(t, "pending-install", storage)
 
 	d := startServe(t, stack, ns, readyUnknownPolicy, "--flux-read-helm-storage")
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleReadyUnknownStuck), "frozen")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, installTimeout+readyUnknownThreshold+60*time.Second, 200*time.Millisecond, "flux/helmrelease-ready-unknown announced")
+	root := announcedOnce(t, d.slack, syncmedic.RuleReadyUnknownStuck, "frozen", installTimeout+readyUnknownThreshold+60*time.Second, "flux/helmrelease-ready-unknown announced")
 	require.False(t, time.Now().Before(sc.Started.Add(installTimeout+readyUnknownThreshold)), "not before the timeout plus the threshold")
 	require.Contains(t, root.Text+root.Blocks, "revision 1 is pending-install", "Helm's storage is the evidence")
 	var requested *helmv2.HelmRelease

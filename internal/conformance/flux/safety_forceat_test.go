@@ -172,14 +172,7 @@ func staleUpgradeFailedForced(t *testing.T, env *testenv.Env, h fluxreal.HelmCon
 // announcedStale waits for flux/helmrelease-stale-status about name on Slack and returns the announcement.
 func announcedStale(t *testing.T, d *daemon, name string) slackPost {
 	t.Helper()
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleHelmReleaseStaleStatus), name)
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/helmrelease-stale-status announced")
+	root := announcedOnce(t, d.slack, syncmedic.RuleHelmReleaseStaleStatus, name, 60*time.Second, "flux/helmrelease-stale-status announced")
 	return root
 }
 

@@ -82,14 +82,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 	row.Syncmedic = "no finding"
 	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
 
-	var root slackPost
-	require.Eventually(t, func() bool {
-		roots := d.slack.roots(string(syncmedic.RuleHelmReleaseStaleStatus), "redis")
-		if len(roots) > 0 {
-			root = roots[0]
-		}
-		return len(roots) == 1
-	}, 60*time.Second, 200*time.Millisecond, "flux/helmrelease-stale-status announced")
+	root := announcedOnce(t, d.slack, syncmedic.RuleHelmReleaseStaleStatus, "redis", 60*time.Second, "flux/helmrelease-stale-status announced")
 	var requested string
 	require.Eventually(t, func() bool {
 		requested = requestAnnotations(stack.Get(t, ns, "redis"))[meta.ReconcileRequestAnnotation]
