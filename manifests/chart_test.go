@@ -357,12 +357,19 @@ func TestChartValues(t *testing.T) {
 			require.Equal(t, *deployment(t, objs).Spec.Selector, np.Spec.PodSelector)
 		},
 	}, {
+		name: "the Silence… dialog offers the durations of slack.silenceDurations, and serve's own without them",
+		set:  []string{"slack.channel=#i", "slack.interactivity=socketMode", "slack.silenceDurations={30m,2h}"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--slack-silence-durations=30m,2h")
+		},
+	}, {
 		name: "Slack's buttons are off by default",
 		set:  []string{"slack.channel=#i"},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			args := strings.Join(deployment(t, objs).Spec.Template.Spec.Containers[0].Args, " ")
 			require.NotContains(t, args, "--slack-app-token-file")
 			require.NotContains(t, args, "--slack-signing-secret-file")
+			require.NotContains(t, args, "--slack-silence-durations")
 		},
 	}, {
 		name: "the monitoring objects are off unless asked for",
@@ -429,6 +436,7 @@ var everything = []string{
 	"flux.namespace=gitops",
 	"slack.channel=#gitops-incidents", "slack.interactivity=requestURL", "secrets.slackSigningSecret=signing", "secrets.slackAppToken=xapp",
 	"slack.requestURLFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ingress-nginx",
+	"slack.silenceDurations={30m,2h}",
 	"policy.killSwitch=true", "policy.rules.flux/retries-exhausted.mode=auto",
 	"extraArgs={--kube-cluster-name=prod,--argocd-url=https://argocd.example.com}",
 	"nodeSelector.kubernetes\\.io/os=linux",
