@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +18,17 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
 )
 
 // TestLiveScanReadsHelmStorage: `scan --kubeconfig` lists Helm's release Secrets (owner=helm) as
 // flux/helmrelease-ready-unknown's evidence when the credentials allow it, and when they do not it still scans,
-// says in the report that the list was skipped, and the finding says the storage was not read.
+// says in the report that the list was skipped, and the finding says the storage was not read. Credentials made
+// before the Kustomization rules (no Kustomizations, Flux sources or Events) still scan the rest. The apiserver is
+// the test's own, with Flux's source and Kustomization CRDs, so every listed kind is served whatever ran before.
 func TestLiveScanReadsHelmStorage(t *testing.T) {
-	env := testenv.Kube(t)
+	env := testenv.KubePrivate(t)
+	require.NoError(t, fluxreal.InstallCRDs(env, "crds", fluxreal.SourceCRDDir, fluxreal.KustomizeCRDDir))
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	hrs := env.Dynamic.Resource(testenv.HelmReleaseGVR("v2")).Namespace(ns)
@@ -81,13 +87,23 @@ func TestLiveScanReadsHelmStorage(t *testing.T) {
 		require.Contains(t, f.Summary, "Helm's storage says revision 1 is deployed")
 		require.Equal(t, ns+"/sh.helm.release.v1.search.v1: deployed (Install complete), chart opensearch@2.21.0, last deployed 2025-06-10T12:40:02Z", storage(f))
 	})
-	t.Run("without them the scan says the list was skipped and the finding that the storage was not read", func(t *testing.T) {
-		user := "no-secrets-" + ns
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"", "batch", "apps", "discovery.k8s.io", "admissionregistration.k8s.io", "argoproj.io", "helm.toolkit.fluxcd.io", "apiextensions.k8s.io"},
-				Resources: []string{"jobs", "persistentvolumeclaims", "services", "endpointslices", "validatingwebhookconfigurations", "mutatingwebhookconfigurations",
-					"workflows", "helmreleases", "customresourcedefinitions", "deployments"}, Verbs: []string{"get", "list", "watch"}}}}
-		require.NoError(t, env.Client.Create(ctx, role))
+	// readingAllBut returns a kubeconfig of a user who may read every kind the live scan lists but the resources
+	// withheld, and the scan's finding and problems once RBAC has reached the authorizer.
+	readingAllBut := func(t *testing.T, user string, withheld ...string) (syncmedic.Finding, []string) {
+		resources := map[string][]string{
+			"": {"persistentvolumeclaims", "services", "events", "secrets"}, "batch": {"jobs"}, "apps": {"deployments"},
+			"discovery.k8s.io": {"endpointslices"}, "admissionregistration.k8s.io": {"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+			"argoproj.io": {"workflows"}, "helm.toolkit.fluxcd.io": {"helmreleases"}, "apiextensions.k8s.io": {"customresourcedefinitions"},
+			"kustomize.toolkit.fluxcd.io": {"kustomizations"}, "source.toolkit.fluxcd.io": {"gitrepositories", "ocirepositories", "buckets"},
+		}
+		var rules []rbacv1.PolicyRule
+		for group, rs := range resources {
+			rs = slices.DeleteFunc(slices.Clone(rs), func(r string) bool { return slices.Contains(withheld, r) })
+			if len(rs) > 0 {
+				rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: rs, Verbs: []string{"get", "list", "watch"}})
+			}
+		}
+		require.NoError(t, env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}))
 		require.NoError(t, env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}))
@@ -99,9 +115,24 @@ func TestLiveScanReadsHelmStorage(t *testing.T) {
 			f, problems, ok = scan(t, kubeconfig)
 			return ok && len(problems) > 0
 		}, 10*time.Second, 200*time.Millisecond)
+		return f, problems
+	}
+	t.Run("without them the scan says the list was skipped and the finding that the storage was not read", func(t *testing.T) {
+		f, problems := readingAllBut(t, "no-secrets-"+ns, "secrets")
 		require.Len(t, problems, 1, "%v", problems)
 		require.Contains(t, problems[0], "secrets (owner=helm): not readable with these credentials, skipped")
 		require.Contains(t, storage(f), "not read")
 		require.NotContains(t, f.Summary, "Helm's storage says")
+	})
+	t.Run("credentials without the Kustomization kinds skip them, name each, and still judge the HelmRelease", func(t *testing.T) {
+		withheld := []string{"kustomizations", "gitrepositories", "ocirepositories", "buckets", "events"}
+		f, problems := readingAllBut(t, "no-kustomizations-"+ns, withheld...)
+		require.Len(t, problems, len(withheld), "%v", problems)
+		for i, r := range withheld {
+			require.True(t, strings.HasPrefix(problems[i], r), "problem %d names %s: %v", i, r, problems)
+			require.Contains(t, problems[i], "not readable with these credentials, skipped")
+		}
+		require.Contains(t, problems[4], "events (involvedObject.kind=Kustomization)")
+		require.Contains(t, f.Summary, "Helm's storage says revision 1 is deployed")
 	})
 }

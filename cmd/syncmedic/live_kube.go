@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +32,8 @@ type liveList struct {
 	// like an unserved kind when it serves none (flux.ErrNoHelmReleaseAPI).
 	servedVersion func(*rest.Config) (string, error)
 	// labels, when set, lists only the objects it selects; forbiddenOK makes a refused list a problem named in the
-	// report rather than a failed scan (Secrets: the account may not read them).
+	// report rather than a failed scan (Secrets: the account may not read them; the Kustomization kinds, Events:
+	// credentials made for an older syncmedic do not grant them, and the rules of the other kinds still run).
 	labels      string
 	forbiddenOK bool
 	// fields, when set, is the list's field selector (Events about Kustomizations only).
@@ -54,10 +56,10 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, gk: schema.GroupKind{Group: "apps", Kind: "Deployment"}, name: "helm-controller"},
 	// Flux Kustomizations (through the newest version served), their sources' artifacts, and the Events about them
 	// (flux/kustomization-deletion-stuck's evidence: a failed prune is recorded only as an Event).
-	{gvr: schema.GroupVersionResource{Group: flux.KustomizationGroup, Resource: "kustomizations"}, gk: schema.GroupKind{Group: flux.KustomizationGroup, Kind: flux.KustomizationKind}, servedVersion: flux.ServedKustomizationAPIVersion},
-	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "GitRepository"}},
-	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}},
-	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "buckets"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}},
+	{gvr: schema.GroupVersionResource{Group: flux.KustomizationGroup, Resource: "kustomizations"}, gk: schema.GroupKind{Group: flux.KustomizationGroup, Kind: flux.KustomizationKind}, servedVersion: flux.ServedKustomizationAPIVersion, forbiddenOK: true},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "GitRepository"}, forbiddenOK: true},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}, forbiddenOK: true},
+	{gvr: schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "buckets"}, gk: schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}, forbiddenOK: true},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "events"}, gk: schema.GroupKind{Kind: "Event"}, fields: "involvedObject.kind=Kustomization", forbiddenOK: true},
 	// Helm's release records (flux/helmrelease-ready-unknown's evidence): only Secrets labelled owner=helm.
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, gk: schema.GroupKind{Kind: "Secret"}, labels: "owner=helm", forbiddenOK: true},
@@ -123,7 +125,11 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		list, err := dyn.Resource(gvr).List(ctx, opts)
 		switch {
 		case l.forbiddenOK && apierrors.IsForbidden(err):
-			problems = append(problems, fmt.Sprintf("%s (%s): not readable with these credentials, skipped: %v", gvr.GroupResource(), l.labels, err))
+			what := gvr.GroupResource().String()
+			if sel := strings.Trim(l.labels+","+l.fields, ","); sel != "" {
+				what += " (" + sel + ")"
+			}
+			problems = append(problems, fmt.Sprintf("%s: not readable with these credentials, skipped: %v", what, err))
 			continue
 		case apierrors.IsNotFound(err):
 			problems = append(problems, fmt.Sprintf("%s: not served by this cluster, skipped", gvr.GroupResource()))

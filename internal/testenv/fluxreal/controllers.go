@@ -48,7 +48,8 @@ func (h HelmController) CRDDir() string { return "crds-helm-controller-" + h.Ver
 const SourceControllerVersion = "v1.7.3"
 
 const (
-	sourceCRDDir       = "crds-source-controller"
+	// SourceCRDDir is the bin/ directory of source-controller's CRDs (GitRepository, OCIRepository, Bucket, ...).
+	SourceCRDDir       = "crds-source-controller"
 	notificationCRDDir = "crds-flux"
 	// RuntimeNamespace is the controllers' RUNTIME_NAMESPACE (where a Flux installation lives).
 	RuntimeNamespace = "flux-system"
@@ -121,12 +122,12 @@ func start(env *testenv.Env, opts Options) (*Stack, error) {
 		opts.Helm = HelmControllerV1
 	}
 	s := &Stack{Env: env, Helm: opts.Helm, opts: opts}
-	dirs := []string{sourceCRDDir, opts.Helm.CRDDir()}
+	dirs := []string{SourceCRDDir, opts.Helm.CRDDir()}
 	if opts.Notifications {
 		dirs = append(dirs, notificationCRDDir)
 	}
 	if opts.Kustomize {
-		dirs = append(dirs, kustomizeCRDDir)
+		dirs = append(dirs, KustomizeCRDDir)
 	}
 	if err := InstallCRDs(env, dirs...); err != nil {
 		return nil, err

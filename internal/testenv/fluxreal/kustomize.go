@@ -31,7 +31,9 @@ const KustomizationAPIVersion = "kustomize.toolkit.fluxcd.io/v1"
 const GitRepositoryAPIVersion = "source.toolkit.fluxcd.io/v1"
 
 const kustomizeBinary = "kustomize-controller-" + KustomizeControllerVersion
-const kustomizeCRDDir = "crds-kustomize-controller-" + KustomizeControllerVersion
+
+// KustomizeCRDDir is the bin/ directory of kustomize-controller's Kustomization CRD.
+const KustomizeCRDDir = "crds-kustomize-controller-" + KustomizeControllerVersion
 
 // KustomizationGVK is the GroupVersionKind of the Kustomizations the tests create.
 var KustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
