@@ -119,7 +119,7 @@ func TestTheArgoCDAccountComponentAppliesToTheApiserver(t *testing.T) {
 	objs := build(t, argoCDWithComponents(t, ns, "argocd-account", "argocd-extension"))
 	require.NotEmpty(t, objs)
 	for _, o := range objs {
-		require.NoError(t, env.Client.Create(context.Background(), o.DeepCopy(), client.DryRunAll), "%s/%s", o.GetKind(), o.GetName())
+		require.NoError(t, env.Client.Create(context.Background(), o.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict")), "%s/%s", o.GetKind(), o.GetName())
 	}
 }
 

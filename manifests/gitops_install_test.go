@@ -73,13 +73,14 @@ func renderWithValues(t *testing.T, release, namespace string, values interface{
 // tls.mode ca) and Slack.
 var exampleArgs = []string{"--argocd-server=argocd-server.argocd.svc:443", "--slack-channel=#gitops-incidents"}
 
-// dryRun creates each object in namespace ns of the test apiserver with a server-side dry run.
+// dryRun creates each object in namespace ns of the test apiserver with a server-side dry run, unknown fields
+// refused (fieldValidation Strict, as kubectl apply does).
 func dryRun(t *testing.T, env *testenv.Env, ns string, objs ...*unstructured.Unstructured) {
 	t.Helper()
 	for _, o := range objs {
 		o = o.DeepCopy()
 		o.SetNamespace(ns)
-		require.NoError(t, env.Client.Create(context.Background(), o, client.DryRunAll), "%s %s", o.GetKind(), o.GetName())
+		require.NoError(t, env.Client.Create(context.Background(), o, client.DryRunAll, client.FieldValidation("Strict")), "%s %s", o.GetKind(), o.GetName())
 	}
 }
 
