@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,10 @@ type ReceiverOptions struct {
 	// Token is the HMAC key of the generic-hmac Provider (the Secret's `token`). When empty, X-Signature is not
 	// checked (a generic Provider).
 	Token []byte
+	// TokenSource, when set with Token, returns the token at each request (a token file read again when its Secret
+	// is updated in place): a token other than the last one keys new HMACs, so a rotated token is the one a
+	// signature is checked with from then on. Token is the first one; an empty answer keeps the last token.
+	TokenSource func() string
 	// MaxBodyBytes is the body limit; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// QueueSize bounds the accepted events waiting for Handle; zero means DefaultQueueSize.
@@ -49,8 +54,8 @@ type Receiver struct {
 	results  map[string]prometheus.Counter
 	accepted prometheus.Counter
 	queue    chan *Event
-	bufs     sync.Pool             // *[]byte: request bodies
-	macs     map[string]*sync.Pool // by hash name, *pooledMAC: HMACs keyed with the token
+	bufs     sync.Pool               // *[]byte: request bodies
+	key      atomic.Pointer[hmacKey] // the token and its HMAC pools; nil: signatures are not checked
 	mu       sync.RWMutex
 	stopped  bool
 	runMutex sync.Mutex
@@ -85,15 +90,44 @@ func NewReceiver(o ReceiverOptions) (*Receiver, error) {
 	r.accepted = r.results[ResultAccepted]
 	r.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if len(o.Token) > 0 {
-		r.macs = map[string]*sync.Pool{}
-		for name, newHash := range signatureHashes {
-			r.macs[name] = &sync.Pool{New: func() any {
-				return &pooledMAC{mac: hmac.New(newHash, o.Token), sum: make([]byte, 0, maxSignatureBytes),
-					want: make([]byte, maxSignatureBytes)}
-			}}
-		}
+		r.key.Store(newHMACKey(string(o.Token)))
 	}
 	return r, nil
+}
+
+// hmacKey is a token and the pools of HMACs keyed with it, by hash name (*pooledMAC).
+type hmacKey struct {
+	token string
+	macs  map[string]*sync.Pool
+}
+
+func newHMACKey(token string) *hmacKey {
+	k := &hmacKey{token: token, macs: map[string]*sync.Pool{}}
+	for name, newHash := range signatureHashes {
+		k.macs[name] = &sync.Pool{New: func() any {
+			return &pooledMAC{mac: hmac.New(newHash, []byte(token)), sum: make([]byte, 0, maxSignatureBytes),
+				want: make([]byte, maxSignatureBytes)}
+		}}
+	}
+	return k
+}
+
+// currentKey returns the key signatures are checked with now (nil: none), keying new HMACs when TokenSource
+// names another token than the last one.
+func (r *Receiver) currentKey() *hmacKey {
+	k := r.key.Load()
+	if k == nil || r.opts.TokenSource == nil {
+		return k
+	}
+	if t := r.opts.TokenSource(); t != "" && t != k.token {
+		nk := newHMACKey(t)
+		if !r.key.CompareAndSwap(k, nk) {
+			return r.key.Load() // another request keyed it first
+		}
+		r.log.Info("flux receiver: the HMAC token changed, signatures are checked with the new one")
+		return nk
+	}
+	return k
 }
 
 // ServeHTTP implements http.Handler.
@@ -124,8 +158,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reply(w, http.StatusBadRequest, ResultMalformed, "reading body: "+oneLine(err))
 		return
 	}
-	if len(r.opts.Token) > 0 {
-		if err := r.verify(body, req.Header.Get(SignatureHeader)); err != nil {
+	if key := r.currentKey(); key != nil {
+		if err := key.verify(body, req.Header.Get(SignatureHeader)); err != nil {
 			r.log.Info("flux event rejected", "reason", err.Error(), "remote", req.RemoteAddr)
 			r.reply(w, http.StatusUnauthorized, ResultUnauthorized, err.Error())
 			return
@@ -265,19 +299,19 @@ func readBody(b []byte, body io.Reader, limit int64) (_ []byte, tooLarge bool, _
 // maxSignatureBytes is the size of the largest HMAC a signature may name (sha512).
 const maxSignatureBytes = sha512.Size
 
-// pooledMAC is an HMAC keyed with the receiver's token and the buffers to check a signature with it.
+// pooledMAC is an HMAC keyed with a token and the buffers to check a signature with it.
 type pooledMAC struct {
 	mac       hash.Hash
 	sum, want []byte
 }
 
-// verify is VerifySignature with HMACs from the receiver's pools: it allocates nothing. Any header it does not
-// take on (missing, malformed, an unknown hash, too long) is left to VerifySignature, which words the error.
-func (r *Receiver) verify(body []byte, header string) error {
+// verify is VerifySignature with HMACs from the key's pools: it allocates nothing. Any header it does not take on
+// (missing, malformed, an unknown hash, too long) is left to VerifySignature, which words the error.
+func (k *hmacKey) verify(body []byte, header string) error {
 	name, sig, ok := strings.Cut(strings.TrimSpace(header), "=")
-	pool := r.macs[strings.ToLower(name)]
+	pool := k.macs[strings.ToLower(name)]
 	if !ok || sig == "" || pool == nil || len(sig) > 2*maxSignatureBytes {
-		return VerifySignature(body, header, r.opts.Token)
+		return VerifySignature(body, header, []byte(k.token))
 	}
 	m := pool.Get().(*pooledMAC)
 	defer pool.Put(m)

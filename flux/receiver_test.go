@@ -289,3 +289,26 @@ func TestReceiverHandsEveryEventOfAStormOverInOrder(t *testing.T) {
 	}
 	require.Equal(t, want, got, "every event, once, in the order it was accepted")
 }
+
+func TestReceiverChecksSignaturesWithTheTokenOfTheMoment(t *testing.T) {
+	body := sampleEvent(t)
+	token := "first-token"
+	r, err := NewReceiver(ReceiverOptions{Token: []byte(token), TokenSource: func() string { return token }})
+	require.NoError(t, err)
+	post := func(key string) int {
+		sig, err := Sign(body, "sha256", []byte(key))
+		require.NoError(t, err)
+		req := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(body))
+		req.Header.Set(SignatureHeader, sig)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		<-drain(r)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusAccepted, post("first-token"))
+	token = "second-token" // the Secret updated in place
+	require.Equal(t, http.StatusAccepted, post("second-token"))
+	require.Equal(t, http.StatusUnauthorized, post("first-token"), "the old token no longer signs")
+	token = "" // a file caught empty mid-swap: the last token stays
+	require.Equal(t, http.StatusAccepted, post("second-token"))
+}

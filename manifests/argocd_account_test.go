@@ -20,11 +20,12 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// componentConfigMap reads a ConfigMap file of manifests/argocd-cmp.
+// componentConfigMap reads a ConfigMap file of manifests/components/argocd-account (which manifests/argocd-cmp
+// includes).
 func componentConfigMap(t *testing.T, file string) map[string]string {
 	t.Helper()
 	var cm corev1.ConfigMap
-	require.NoError(t, yaml.Unmarshal([]byte(readFile(t, filepath.Join("argocd-cmp", file))), &cm))
+	require.NoError(t, yaml.Unmarshal([]byte(readFile(t, filepath.Join("components", "argocd-account", file))), &cm))
 	return cm.Data
 }
 
@@ -36,8 +37,9 @@ func readFile(t *testing.T, path string) string {
 }
 
 // TestTheSyncmedicAccountInTheRealArgoCDServer gives a real argocd-server the account and policy lines of
-// manifests/argocd-cmp (with project "default" as the one where remedies are allowed) and calls the API the way
-// syncmedic does.
+// manifests/components/argocd-account (with project "default" as the one where remedies are allowed) and the README's
+// token-issuer role, has a non-admin account holding that role issue syncmedic's token, and calls the API with it
+// the way syncmedic does.
 func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 	var accounts []string
 	for k, v := range componentConfigMap(t, "argocd-cm.yaml") {
@@ -49,8 +51,12 @@ func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 	csv := componentConfigMap(t, "argocd-rbac-cm.yaml")["policy.syncmedic.csv"]
 	policy := strings.Split(strings.TrimSpace(strings.ReplaceAll(csv, "remediable/", v1alpha1.DefaultAppProjectName+"/")), "\n")
 
+	// The README's issuer role, held by the non-admin account "platform" (an SSO group in the README).
+	issuer := strings.ReplaceAll(readmeBlock(t, "csv", "role:syncmedic-token-issuer"), "g, my-org:platform-team,", "g, platform,")
+	policy = append(policy, strings.Split(strings.TrimSpace(issuer), "\n")...)
+
 	env := testenv.Kube(t)
-	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{Accounts: accounts, Policy: policy})
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{Accounts: append(accounts, "platform"), Policy: policy})
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &v1alpha1.AppProject{
 		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: argo.Namespace},
@@ -70,7 +76,8 @@ func TestTheSyncmedicAccountInTheRealArgoCDServer(t *testing.T) {
 		// the manifests grant syncmedic on argocd-server, which only needs the resource tree to hold the hook.
 		argo.SetResources(t, name, job)
 	}
-	client := argo.Applications(t, argo.Token(t, "syncmedic"))
+	// The token is issued by the issuer role's holder, not by admin, as the README says.
+	client := argo.Applications(t, argo.TokenIssuedBy(t, argo.Token(t, "platform"), "syncmedic"))
 	patch := func(app string) error {
 		_, err := client.PatchResource(ctx, &applicationpkg.ApplicationResourcePatchRequest{
 			Name: ptr.To(app), Namespace: ptr.To(ns), ResourceName: ptr.To(app + "-migrate"), Group: ptr.To("batch"),

@@ -86,11 +86,11 @@ func renderNotes(t *testing.T, set ...string) string {
 }
 
 // TestTheChartNotesKeepTheArgoCDPolicyAndNameEverySecretKey renders NOTES.txt with Argo CD, Slack and the incident
-// API on: the argo-cd chart values it prints add the RBAC line as an extra policy.syncmedic.csv key (policy.csv would
+// API on: the argo-cd chart values it prints add the RBAC line as an extra policy.syncmedic-extension.csv key (policy.csv would
 // replace the user's own policy), and the Secret command creates every key serve then reads.
 func TestTheChartNotesKeepTheArgoCDPolicyAndNameEverySecretKey(t *testing.T) {
 	notes := renderNotes(t, "argocd.server=argocd-server.argocd.svc:443", "slack.channel=#gitops", "incidentAPI.enabled=true")
-	require.Contains(t, notes, "policy.syncmedic.csv: |")
+	require.Contains(t, notes, "policy.syncmedic-extension.csv: |")
 	require.NotContains(t, notes, " policy.csv:")
 	for _, key := range []string{"flux-hmac-token=", "argocd-token=", "slack-token=", "api-token="} {
 		require.Contains(t, notes, "--from-", key)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
+	"github.com/syncmedic/syncmedic/internal/secretfile"
 )
 
 // fluxOptions are the Flux component's flags.
@@ -52,19 +52,19 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 		return serveParts{}, fmt.Errorf("--flux-body-limit %q: want a positive quantity such as 1Mi or 65536", o.bodyLimit)
 	}
 	var token []byte
+	var tokenSource func() string
 	if o.tokenFile != "" {
-		data, err := os.ReadFile(o.tokenFile)
+		// Read again when the file changes: a rotated Secret signs the next event with the new token.
+		f, err := secretfile.Open("--flux-hmac-token-file", o.tokenFile)
 		if err != nil {
-			return serveParts{}, fmt.Errorf("--flux-hmac-token-file: %w", err)
+			return serveParts{}, err
 		}
-		if token = []byte(strings.TrimSpace(string(data))); len(token) == 0 {
-			return serveParts{}, fmt.Errorf("--flux-hmac-token-file %s is empty", o.tokenFile)
-		}
+		token, tokenSource = []byte(f.Value()), f.Value
 	} else {
 		log.Warn("no --flux-hmac-token-file: Flux events are accepted without a signature (use a generic-hmac Provider and give its token)")
 	}
 	receiver, err := flux.NewReceiver(flux.ReceiverOptions{
-		Token: token, MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
+		Token: token, TokenSource: tokenSource, MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
 		Handle: func(_ context.Context, ev *flux.Event) {
 			if s := ev.Subject(); s != "" {
 				d.Triggers.Fire(s)

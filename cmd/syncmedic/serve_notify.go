@@ -208,6 +208,20 @@ func readSecret(flag, file string) (string, error) {
 	return s, nil
 }
 
+// secretSource reads a secret file as readSecret does and returns what reads it again whenever its file changes (a
+// Secret updated in place), keeping the last good value while it cannot be read.
+func secretSource(flag, file string) (func() string, error) {
+	first, err := readSecret(flag, file)
+	if err != nil {
+		return nil, err
+	}
+	f, err := secretfile.Open(flag, file)
+	if err != nil { // replaced between the two reads: the first value stays
+		return func() string { return first }, nil
+	}
+	return f.Value, nil
+}
+
 func destNames(ds []notify.Destination) []string {
 	out := make([]string, 0, len(ds))
 	for _, d := range ds {

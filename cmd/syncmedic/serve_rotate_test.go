@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,8 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
+	slacknotify "github.com/syncmedic/syncmedic/notify/slack"
 )
 
 // mountedSecret is a Secret volume laid out as the kubelet's atomic writer does: each key a symlink through ..data,
@@ -240,6 +244,120 @@ func TestServeReadsARotatedSlackTokenWithoutARestart(t *testing.T) {
 	secret.update(map[string]string{"slack-token": "xoxb-second"})
 	testenv.ScenarioHookFinalizerStuck(t, env, testenv.HookJob{Namespace: ns, Name: "after-rotation", App: ns + "-shop"})
 	require.Equal(t, "xoxb-second", announced("after-rotation").Token)
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, srv.Logs)
+	}
+}
+
+// postFluxEvent POSTs a helm-controller event to serve's Flux receiver, signed sha256 with key, and returns the status.
+func postFluxEvent(t *testing.T, base, key string) int {
+	t.Helper()
+	body := []byte(`{"involvedObject":{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","namespace":"apps","name":"redis"},` +
+		`"severity":"info","timestamp":"2026-11-26T14:00:00Z","message":"Helm upgrade succeeded","reason":"UpgradeSucceeded","reportingController":"helm-controller"}`)
+	sig, err := flux.Sign(body, "sha256", []byte(key))
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+flux.EventsPath, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(flux.SignatureHeader, sig)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	return res.StatusCode
+}
+
+// TestServeReadsARotatedFluxHMACTokenWithoutARestart runs serve's Flux receiver with the generic-hmac Provider's
+// token in a Secret volume laid out as the kubelet does, and updates the Secret in place while serve runs: the
+// receiver checks the next event with the new token and refuses one signed with the old.
+func TestServeReadsARotatedFluxHMACTokenWithoutARestart(t *testing.T) {
+	secret := newMountedSecret(t, map[string]string{"flux-hmac-token": "hmac-token-one"})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--kube-events=false", "--flux-watch=false",
+		"--flux-hmac-token-file", secret.path("flux-hmac-token"))
+	require.Equal(t, http.StatusAccepted, postFluxEvent(t, srv.Base, "hmac-token-one"), srv.Logs)
+	require.Equal(t, http.StatusUnauthorized, postFluxEvent(t, srv.Base, "hmac-token-two"), "not yet the token")
+
+	secret.update(map[string]string{"flux-hmac-token": "hmac-token-two"})
+	require.Equal(t, http.StatusAccepted, postFluxEvent(t, srv.Base, "hmac-token-two"), srv.Logs)
+	require.Equal(t, http.StatusUnauthorized, postFluxEvent(t, srv.Base, "hmac-token-one"), "the old token signs no more")
+	if rc, ok := srv.exited(); ok {
+		t.Fatalf("serve exited with %d:\n%s", rc, srv.Logs)
+	}
+}
+
+// openedView waits for views.open number n (from 1) and returns it.
+func openedView(t *testing.T, rec *slackrec.Server, n int, logs fmt.Stringer) slackrec.Message {
+	t.Helper()
+	var opened []slackrec.Message
+	require.Eventually(t, func() bool {
+		opened = opened[:0]
+		for _, v := range rec.Views() {
+			if v.Method == "views.open" {
+				opened = append(opened, v)
+			}
+		}
+		return len(opened) >= n
+	}, 30*time.Second, 20*time.Millisecond, "views.open #%d never came: %s\nlogs:\n%s", n, rec.Summary(), logs)
+	return opened[n-1]
+}
+
+// TestServeReadsRotatedSlackRequestURLSecretsWithoutARestart runs serve with the Slack request URL on, its bot token
+// and signing secret in a Secret volume laid out as the kubelet does, and updates the Secret in place while serve
+// runs: a click signed with the old secret is refused from then on, one signed with the new secret is taken, and
+// the dialog it opens (views.open) carries the new bot token.
+func TestServeReadsRotatedSlackRequestURLSecretsWithoutARestart(t *testing.T) {
+	rec := slackrec.New(t)
+	secret := newMountedSecret(t, map[string]string{"slack-token": "xoxb-first", "slack-signing-secret": "signing-one"})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--kube-events=false", "--flux-watch=false",
+		"--slack-token-file", secret.path("slack-token"), "--slack-channel", "#incidents", "--slack-api-url", rec.GetAPIURL(),
+		"--slack-signing-secret-file", secret.path("slack-signing-secret"))
+	click := func(secret string) int {
+		body := slackrec.FormBody(slackrec.BlockActions("U0ALICE", "alice", "T0", "C0", "1.2", slacknotify.ActionFix, "0123456789abcdef-1", "trig"))
+		code, answer, err := slackrec.PostInteraction(srv.Base+slacknotify.InteractionsPath, slackrec.Sign(secret, time.Now(), body), body)
+		require.NoError(t, err)
+		require.Contains(t, []int{http.StatusOK, http.StatusUnauthorized}, code, answer)
+		return code
+	}
+	require.Equal(t, http.StatusOK, click("signing-one"), srv.Logs)
+	require.Equal(t, "xoxb-first", openedView(t, rec, 1, srv.Logs).Token)
+
+	secret.update(map[string]string{"slack-token": "xoxb-second", "slack-signing-secret": "signing-two"})
+	require.Equal(t, http.StatusUnauthorized, click("signing-one"), "the old signing secret verifies no more")
+	require.Equal(t, http.StatusOK, click("signing-two"), srv.Logs)
+	v := openedView(t, rec, 2, srv.Logs)
+	require.Equal(t, "xoxb-second", v.Token, "the dialog is opened with the new bot token")
+	require.Contains(t, v.View, "no incident 0123456789abcdef-1")
+	require.Len(t, rec.Views(), 2, "the refused click opened nothing: %s", rec.Summary())
+}
+
+// TestServeOpensSocketModeWithARotatedAppToken runs serve with Slack's Socket Mode, its bot and app-level tokens in
+// a Secret volume laid out as the kubelet does. The Secret is updated in place and the old app token revoked; when
+// Slack then refreshes the connection (a disconnect message), serve opens the next one with the new app token,
+// without a restart, and a click over it opens its dialog with the new bot token.
+func TestServeOpensSocketModeWithARotatedAppToken(t *testing.T) {
+	rec := slackrec.New(t)
+	rec.SetAppTokens("xapp-first")
+	secret := newMountedSecret(t, map[string]string{"slack-token": "xoxb-first", "slack-app-token": "xapp-first"})
+	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--kube-events=false", "--flux-watch=false",
+		"--slack-token-file", secret.path("slack-token"), "--slack-channel", "#incidents", "--slack-api-url", rec.GetAPIURL(),
+		"--slack-app-token-file", secret.path("slack-app-token"))
+	require.NoError(t, rec.WaitSocket(30*time.Second), srv.Logs)
+	require.Equal(t, []string{"xapp-first"}, rec.OpenedWith())
+
+	secret.update(map[string]string{"slack-token": "xoxb-second", "slack-app-token": "xapp-second"})
+	rec.SetAppTokens("xapp-second") // the old app token is revoked
+	require.NoError(t, rec.Disconnect())
+	require.Eventually(t, func() bool { return len(rec.OpenedWith()) == 2 }, 30*time.Second, 20*time.Millisecond,
+		"no second connection: %v\nlogs:\n%s", rec.OpenedWith(), srv.Logs)
+	require.Equal(t, []string{"xapp-first", "xapp-second"}, rec.OpenedWith())
+
+	payload := slackrec.BlockActions("U0ALICE", "alice", "T0", "C0", "1.2", slacknotify.ActionFix, "0123456789abcdef-1", "trig")
+	n := 0
+	require.Eventually(t, func() bool { // until the click goes over the new connection
+		n++
+		_, err := rec.Deliver(fmt.Sprintf("env-%d", n), payload, 2*time.Second)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "no click acknowledged over the new connection\nlogs:\n%s", srv.Logs)
+	require.Equal(t, "xoxb-second", openedView(t, rec, 1, srv.Logs).Token, "the dialog is opened with the new bot token")
 	if rc, ok := srv.exited(); ok {
 		t.Fatalf("serve exited with %d:\n%s", rc, srv.Logs)
 	}

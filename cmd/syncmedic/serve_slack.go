@@ -67,33 +67,34 @@ func (o *notifyOptions) slackInteractivity(ctx context.Context, actions slacknot
 	if !o.slackInteractive() {
 		return nil, nil
 	}
-	token, err := readSecret("--slack-token-file", o.slackTokenFile)
+	// Each token and the signing secret are read again when their files change (a Secret updated in place): the bot
+	// token at the next call, the app-level token at Socket Mode's next connection, the secret at the next click.
+	bot, err := secretSource("--slack-token-file", o.slackTokenFile)
 	if err != nil {
 		return nil, err
 	}
-	opts := []slack.Option{slack.OptionHTTPClient(notify.NewHTTPClient(o.timeout))}
+	var opts []slack.Option
 	if o.slackAPIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(o.slackAPIURL))
 	}
-	var appToken string
+	var app func() string
 	if o.slackAppTokenFile != "" {
-		if appToken, err = readSecret("--slack-app-token-file", o.slackAppTokenFile); err != nil {
+		if app, err = secretSource("--slack-app-token-file", o.slackAppTokenFile); err != nil {
 			return nil, err
 		}
-		opts = append(opts, slack.OptionAppLevelToken(appToken))
 	}
-	client := slack.New(token, opts...)
+	clients := slacknotify.NewClients(bot, app, notify.NewHTTPClient(o.timeout), opts...)
 	log = log.With("component", "slack-interactivity")
-	x, err := slacknotify.NewInteractions(ctx, slacknotify.InteractionOptions{Client: client, Actions: actions, Log: log,
-		Groups: slacknotify.UserGroups(client, time.Minute, time.Now), SilenceDurations: o.slackSilenceDurations})
+	x, err := slacknotify.NewInteractions(ctx, slacknotify.InteractionOptions{Clients: clients.Client, Actions: actions, Log: log,
+		Groups: slacknotify.UserGroups(clients.Client, time.Minute, time.Now), SilenceDurations: o.slackSilenceDurations})
 	if err != nil {
 		return nil, err
 	}
-	if appToken != "" {
+	if app != nil {
 		log.Info("slack buttons on: clicks arrive over Socket Mode (the leader opens the connection)")
-		return &slackReceiver{socket: func(ctx context.Context) error { return x.RunSocketMode(ctx, client) }}, nil
+		return &slackReceiver{socket: func(ctx context.Context) error { return x.RunSocketMode(ctx, clients.Client()) }}, nil
 	}
-	secret, err := readSecret("--slack-signing-secret-file", o.slackSigningSecretFile)
+	secret, err := secretSource("--slack-signing-secret-file", o.slackSigningSecretFile)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,14 @@ func (a *ArgoCDServer) Token(t testing.TB, account string) string {
 	if a.disableAuth {
 		t.Fatal("testenv: tokens need an Argo CD server with auth on (DisableAuth is set)")
 	}
-	closer, accounts, err := a.Client(t, a.AdminToken(t)).NewAccountClient()
+	return a.TokenIssuedBy(t, a.AdminToken(t), account)
+}
+
+// TokenIssuedBy is Token issued by the caller of issuer (a session or API token) instead of admin: Argo CD lets
+// whoever may "accounts, update, <account>" do it.
+func (a *ArgoCDServer) TokenIssuedBy(t testing.TB, issuer, account string) string {
+	t.Helper()
+	closer, accounts, err := a.Client(t, issuer).NewAccountClient()
 	if err != nil {
 		t.Fatalf("testenv: Argo CD account client: %v", err)
 	}

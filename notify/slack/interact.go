@@ -100,7 +100,10 @@ func DefaultSilenceDurations() []time.Duration {
 // InteractionOptions configure the receiver of clicks.
 type InteractionOptions struct {
 	// Client calls Slack with the bot token (views.open, views.update, chat.postEphemeral, usergroups.list).
-	Client  *slack.Client
+	Client *slack.Client
+	// Clients, when set, returns the client of the bot token of the moment at each call (Clients.Client: a token
+	// file read again when its Secret is updated in place); Client is then unused.
+	Clients func() *slack.Client
 	Actions Actions
 	// Groups returns the user group IDs of a user (nil: unknown, slack-group: entries match nobody).
 	Groups func(ctx context.Context, userID string) ([]string, error)
@@ -124,7 +127,7 @@ type Interactions struct {
 
 // NewInteractions returns the receiver of clicks; ctx bounds the work clicks start after Slack was answered.
 func NewInteractions(ctx context.Context, o InteractionOptions) (*Interactions, error) {
-	if o.Client == nil || o.Actions == nil {
+	if (o.Client == nil && o.Clients == nil) || o.Actions == nil {
 		return nil, errors.New("slack interactivity: a bot token client and the actions are required")
 	}
 	if o.Log == nil {
@@ -145,6 +148,14 @@ func NewInteractions(ctx context.Context, o InteractionOptions) (*Interactions, 
 		}
 	}
 	return &Interactions{o: o, base: ctx}, nil
+}
+
+// client returns the client to call Slack with now.
+func (x *Interactions) client() *slack.Client {
+	if x.o.Clients != nil {
+		return x.o.Clients()
+	}
+	return x.o.Client
 }
 
 // fixMeta is what the Fix… modal carries in its private_metadata.
@@ -197,7 +208,7 @@ func (x *Interactions) blockAction(cb slack.InteractionCallback, a slack.BlockAc
 		x.o.Log.Info("slack: silence clicked", "incident", id, "user", cb.User.ID)
 		x.background(func(ctx context.Context) {
 			meta, _ := json.Marshal(fixMeta{Incident: id, Channel: cb.Channel.ID})
-			if _, err := x.o.Client.OpenViewContext(ctx, cb.TriggerID, silenceView(id, string(meta), x.o.SilenceDurations)); err != nil {
+			if _, err := x.client().OpenViewContext(ctx, cb.TriggerID, silenceView(id, string(meta), x.o.SilenceDurations)); err != nil {
 				x.o.Log.Warn("slack: views.open failed", "incident", id, "error", err)
 			}
 		})
@@ -216,7 +227,7 @@ func (x *Interactions) openFix(ctx context.Context, cb slack.InteractionCallback
 	select {
 	case v = <-done:
 	case <-time.After(x.o.Answer):
-		resp, err := x.o.Client.OpenViewContext(ctx, cb.TriggerID, waitView("Planning the fix of incident `"+id+"` (a dry-run, nothing is changed)…"))
+		resp, err := x.client().OpenViewContext(ctx, cb.TriggerID, waitView("Planning the fix of incident `"+id+"` (a dry-run, nothing is changed)…"))
 		if err != nil {
 			x.o.Log.Warn("slack: views.open failed", "incident", id, "error", err)
 			return
@@ -224,7 +235,7 @@ func (x *Interactions) openFix(ctx context.Context, cb slack.InteractionCallback
 		x.updateView(ctx, resp.ID, <-done)
 		return
 	}
-	if _, err := x.o.Client.OpenViewContext(ctx, cb.TriggerID, v); err != nil {
+	if _, err := x.client().OpenViewContext(ctx, cb.TriggerID, v); err != nil {
 		x.o.Log.Warn("slack: views.open failed", "incident", id, "error", err)
 	}
 }
@@ -305,7 +316,7 @@ func (x *Interactions) clicker(ctx context.Context, cb slack.InteractionCallback
 }
 
 func (x *Interactions) updateView(ctx context.Context, viewID string, v slack.ModalViewRequest) {
-	if _, err := x.o.Client.UpdateViewContext(ctx, v, "", "", viewID); err != nil {
+	if _, err := x.client().UpdateViewContext(ctx, v, "", "", viewID); err != nil {
 		x.o.Log.Warn("slack: views.update failed", "view", viewID, "error", err)
 	}
 }
@@ -316,7 +327,7 @@ func (x *Interactions) tell(ctx context.Context, cb slack.InteractionCallback, t
 		x.o.Log.Warn("slack: cannot tell the user", "user", cb.User.ID, "message", text)
 		return
 	}
-	if _, err := x.o.Client.PostEphemeralContext(ctx, cb.Channel.ID, cb.User.ID, slack.MsgOptionText(text, false)); err != nil {
+	if _, err := x.client().PostEphemeralContext(ctx, cb.Channel.ID, cb.User.ID, slack.MsgOptionText(text, false)); err != nil {
 		x.o.Log.Warn("slack: chat.postEphemeral failed", "error", err)
 	}
 }

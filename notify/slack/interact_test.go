@@ -138,13 +138,13 @@ func newInteractionRigWith(t *testing.T, answer time.Duration, configure func(*I
 	r := &clickRig{srv: srv, actions: &fakeActions{digest: "sha256:first"}}
 	var err error
 	o := InteractionOptions{Client: client, Actions: r.actions, Answer: answer, Log: slog.New(slog.DiscardHandler),
-		Groups: UserGroups(client, time.Minute, time.Now)}
+		Groups: UserGroups(func() *slack.Client { return client }, time.Minute, time.Now)}
 	if configure != nil {
 		configure(&o)
 	}
 	r.x, err = NewInteractions(ctx, o)
 	require.NoError(t, err)
-	recv, err := NewHTTPReceiver(r.x, signingSecret)
+	recv, err := NewHTTPReceiver(r.x, func() string { return signingSecret })
 	require.NoError(t, err)
 	r.http = httptest.NewServer(recv)
 	t.Cleanup(r.http.Close)

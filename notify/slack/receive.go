@@ -64,15 +64,16 @@ func decodePayload(payload []byte) (slack.InteractionCallback, error) {
 // and the work goes on in the background.
 type HTTPReceiver struct {
 	x      *Interactions
-	secret string
+	secret func() string // the signing secret of the moment
 	now    func() time.Time
 	mu     sync.Mutex
 	seen   map[string]time.Time // signature → when it was accepted
 }
 
-// NewHTTPReceiver returns the request URL handler of x, verified with the signing secret.
-func NewHTTPReceiver(x *Interactions, signingSecret string) (*HTTPReceiver, error) {
-	if signingSecret == "" {
+// NewHTTPReceiver returns the request URL handler of x, each request verified with the signing secret signingSecret
+// returns then (a secret file read again when its Secret is updated in place).
+func NewHTTPReceiver(x *Interactions, signingSecret func() string) (*HTTPReceiver, error) {
+	if signingSecret == nil || signingSecret() == "" {
 		return nil, errors.New("slack interactivity over HTTP needs the app's signing secret")
 	}
 	return &HTTPReceiver{x: x, secret: signingSecret, now: time.Now, seen: map[string]time.Time{}}, nil
@@ -112,7 +113,7 @@ func (h *HTTPReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // verify checks the signature with slack-go's verifier (which refuses a timestamp more than five minutes off) and
 // refuses a signature it accepted before (a replay).
 func (h *HTTPReceiver) verify(header http.Header, body []byte) error {
-	sv, err := slack.NewSecretsVerifier(header, h.secret)
+	sv, err := slack.NewSecretsVerifier(header, h.secret())
 	if err != nil {
 		return err
 	}
@@ -193,8 +194,9 @@ func (x *Interactions) socketEvent(sm *socketmode.Client, evt socketmode.Event) 
 }
 
 // UserGroups returns a Groups function for InteractionOptions: the user groups of a user, read with
-// usergroups.list (include_users; the usergroups:read scope) and kept for ttl, so a burst of clicks makes one call.
-func UserGroups(client *slack.Client, ttl time.Duration, now func() time.Time) func(ctx context.Context, userID string) ([]string, error) {
+// usergroups.list (include_users; the usergroups:read scope) through the client client returns then, and kept for
+// ttl, so a burst of clicks makes one call.
+func UserGroups(client func() *slack.Client, ttl time.Duration, now func() time.Time) func(ctx context.Context, userID string) ([]string, error) {
 	var mu sync.Mutex
 	var byUser map[string][]string
 	var read time.Time
@@ -202,7 +204,7 @@ func UserGroups(client *slack.Client, ttl time.Duration, now func() time.Time) f
 		mu.Lock()
 		defer mu.Unlock()
 		if byUser == nil || now().Sub(read) > ttl {
-			groups, err := client.GetUserGroupsContext(ctx, slack.GetUserGroupsOptionIncludeUsers(true))
+			groups, err := client().GetUserGroupsContext(ctx, slack.GetUserGroupsOptionIncludeUsers(true))
 			if err != nil {
 				return nil, fmt.Errorf("usergroups.list: %w", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ type socketState struct {
 	sockMu   sync.Mutex
 	conn     *websocket.Conn
 	opens    int                    // successful apps.connections.open calls
+	appToks  []string               // app-level tokens apps.connections.open accepts (nil: AppToken)
+	opened   []string               // the app-level token of each successful apps.connections.open
 	acks     map[string]chan []byte // envelope ID → where its ack goes
 	connWait chan struct{}          // closed when a client says hello back (connected)
 	groups   map[string][]string    // user group ID → member IDs, for usergroups.list
@@ -74,7 +77,8 @@ func (s *Server) handleView(method string) http.HandlerFunc {
 		}
 		s.sockMu.Unlock()
 		s.mu.Lock()
-		s.messages = append(s.messages, Message{Method: method, View: string(req.View), ViewID: id, TriggerID: req.TriggerID})
+		s.messages = append(s.messages, Message{Method: method, View: string(req.View), ViewID: id, TriggerID: req.TriggerID,
+			Token: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")})
 		s.mu.Unlock()
 		var view map[string]any
 		_ = json.Unmarshal(req.View, &view)
@@ -86,12 +90,19 @@ func (s *Server) handleView(method string) http.HandlerFunc {
 // connectionsOpen answers apps.connections.open: the app-level token in the Authorization header, then the
 // WebSocket URL to dial.
 func (s *Server) connectionsOpen(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+AppToken {
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	s.sockMu.Lock()
+	accepted := s.appToks
+	if accepted == nil {
+		accepted = []string{AppToken}
+	}
+	if !slices.Contains(accepted, token) {
+		s.sockMu.Unlock()
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
-	s.sockMu.Lock()
 	s.opens++
+	s.opened = append(s.opened, token)
 	s.sockMu.Unlock()
 	u := strings.Replace(strings.TrimSuffix(s.GetAPIURL(), "/"), "http://", "ws://", 1)
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "url": u + socketPath + "?ticket=t" + strconv.Itoa(s.opens) + "&app_id=A0SYNCMEDIC"})
@@ -218,6 +229,33 @@ func (s *Server) Deliver(envelopeID string, payload any, timeout time.Duration) 
 	case <-time.After(timeout):
 		return Ack{}, fmt.Errorf("envelope %s was not acknowledged within %s", envelopeID, timeout)
 	}
+}
+
+// SetAppTokens sets the app-level tokens apps.connections.open accepts from now on (a rotation revokes the old one).
+func (s *Server) SetAppTokens(tokens ...string) {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	s.appToks = tokens
+}
+
+// OpenedWith returns the app-level token of each successful apps.connections.open, in order.
+func (s *Server) OpenedWith() []string {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	return slices.Clone(s.opened)
+}
+
+// Disconnect asks the Socket Mode client to reconnect, as Slack does when it refreshes a connection (a disconnect
+// message, reason refresh_requested): the client opens a new one with apps.connections.open.
+func (s *Server) Disconnect() error {
+	s.sockMu.Lock()
+	conn := s.conn
+	s.sockMu.Unlock()
+	if conn == nil {
+		return errors.New("no Socket Mode connection")
+	}
+	return s.write(conn, map[string]any{"type": "disconnect", "reason": "refresh_requested",
+		"debug_info": map[string]any{"host": "applink-test"}})
 }
 
 // Opens counts the successful apps.connections.open calls.
