@@ -21,6 +21,7 @@ const (
 	RuleWaitingForHealth         RuleID = "argocd/waiting-for-health"
 	RuleAutoSyncNotRetried       RuleID = "argocd/auto-sync-not-retried"
 	RuleOperationOrphaned        RuleID = "argocd/operation-orphaned"
+	RuleRollingSyncStalled       RuleID = "argocd/rollingsync-stalled"
 	RuleWebhookBackendMissing    RuleID = "kube/webhook-backend-missing"
 	RuleWebhookNamespaceOwned    RuleID = "kube/webhook-namespace-owned"
 	RuleStuckTerminating         RuleID = "kube/stuck-terminating"
@@ -138,6 +139,11 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "The application's status.operationState says Running (or Terminating) while its .operation is empty (argo-cd #17155, #18613, #23765): the controller no longer processes it, the UI shows Syncing forever and Terminate answers \"No operation is in progress\"; a new sync replaces it.",
 		Severity: SeverityWarning, Threshold: 10 * time.Minute,
 		Actions: []ActionID{ActionResyncOrphaned},
+	},
+	RuleRollingSyncStalled: {
+		ID: RuleRollingSyncStalled, Automatic: AutoNone, Title: "ApplicationSet RollingSync stalled",
+		Meaning:  "A step of an ApplicationSet's RollingSync has had applications Pending or Progressing past the threshold that are not Healthy and Synced (a failed sync, a Degraded resource; argo-cd #19771): the ApplicationSet controller neither retries nor repairs them, and starts no later step until they are Healthy and Synced.",
+		Severity: SeverityWarning, Threshold: 30 * time.Minute,
 	},
 	RuleWebhookBackendMissing: {
 		ID: RuleWebhookBackendMissing, Automatic: AutoNone, Title: "Admission webhook backend missing",

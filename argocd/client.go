@@ -23,6 +23,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
+	"github.com/syncmedic/syncmedic/internal/argoapi/applicationset"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/secretfile"
 )
@@ -59,7 +60,15 @@ type APIClient struct {
 	application.ApplicationServiceClient
 	versionpkg.VersionServiceClient
 	AccountClient
+	// appSets is the ApplicationSetService (its List and Get would clash with the ApplicationService's if embedded).
+	appSets applicationset.ApplicationSetServiceClient
 	closers []io.Closer
+}
+
+// ListApplicationSets lists ApplicationSets through argocd-server (ApplicationSetService.List; the account needs
+// `applicationsets, get`).
+func (c *APIClient) ListApplicationSets(ctx context.Context, in *applicationset.ApplicationSetListQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationSetList, error) {
+	return c.appSets.List(ctx, in, opts...)
 }
 
 var (
@@ -67,6 +76,7 @@ var (
 	_ VersionClient     = versionpkg.VersionServiceClient(nil)
 	_ Client            = (*APIClient)(nil)
 	_ AccountClient     = (*APIClient)(nil)
+	_ AppSetClient      = (*APIClient)(nil)
 )
 
 // Close closes the gRPC connections.
@@ -210,6 +220,7 @@ func dial(o ClientOptions, token string) (*APIClient, error) {
 		ApplicationServiceClient: application.NewApplicationServiceClient(conn),
 		VersionServiceClient:     versionpkg.NewVersionServiceClient(conn),
 		AccountClient:            accountpkg.NewAccountServiceClient(conn),
+		appSets:                  applicationset.NewApplicationSetServiceClient(conn),
 		closers:                  append([]io.Closer{conn}, closers...),
 	}, nil
 }

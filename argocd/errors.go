@@ -25,6 +25,7 @@ const (
 	CallSync               Call = "Sync"
 	CallVersion            Call = "Version"
 	CallSyncWindows        Call = "GetApplicationSyncWindows"
+	CallListAppSets        Call = "ApplicationSetService.List"
 )
 
 // Permission returns the Argo CD RBAC policy the call needs on the application, as written in argocd-rbac-cm.
@@ -38,6 +39,8 @@ func (c Call) Permission() string {
 		return "applications, update (on Argo CD v3 the fine-grained form applications, update/<group>/<kind>/<namespace>/<name>, e.g. update/batch/Job/*)"
 	case CallVersion:
 		return "none (the Version API is public)"
+	case CallListAppSets:
+		return "applicationsets, get (argocd-server lists only the ApplicationSets the account may get)"
 	}
 	return "applications, get"
 }

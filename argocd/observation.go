@@ -51,6 +51,9 @@ type Thresholds struct {
 	// OperationOrphaned: an operation state Running or Terminating with no operation behind it, unchanged for
 	// longer than this.
 	OperationOrphaned time.Duration
+	// RollingSyncStalled: an ApplicationSet RollingSync entry Pending or Progressing, its application not Healthy and
+	// Synced, for longer than this.
+	RollingSyncStalled time.Duration
 }
 
 // MinSafeHookCompletion is the shortest hook-completion threshold that gives Argo CD's controller time to notice a
@@ -69,5 +72,5 @@ func (th Thresholds) Warnings() []string {
 func DefaultThresholds() Thresholds {
 	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
 		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
-		OperationOrphaned: 10 * time.Minute}
+		OperationOrphaned: 10 * time.Minute, RollingSyncStalled: 30 * time.Minute}
 }

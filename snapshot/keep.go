@@ -12,7 +12,7 @@ import (
 
 // usedKinds are the kinds Observe reads every object of.
 var usedKinds = map[schema.GroupKind]bool{
-	gkApplication: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
+	gkApplication: true, gkAppSet: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
 	gkEndpointSlice: true, gkValidating: true, gkMutating: true,
 	gkKustomization: true, gkGitRepository: true, gkOCIRepository: true, gkBucket: true,
 }

@@ -21,7 +21,9 @@ import (
 
 // Observations are what the rules read, built from one snapshot.
 type Observations struct {
-	Apps      []argocd.AppObservation
+	Apps []argocd.AppObservation
+	// AppSets are the ApplicationSets with the Applications of their namespaces (argocd/rollingsync-stalled).
+	AppSets   []argocd.AppSetObservation
 	Inventory kube.Inventory
 	Releases  []flux.ReleaseObservation
 	CRDs      []flux.CRDObservation
@@ -33,6 +35,7 @@ type Observations struct {
 
 var (
 	gkApplication   = schema.GroupKind{Group: "argoproj.io", Kind: "Application"}
+	gkAppSet        = schema.GroupKind{Group: "argoproj.io", Kind: "ApplicationSet"}
 	gkWorkflow      = schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}
 	gkHelmRelease   = schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}
 	gkCRD           = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
@@ -56,6 +59,7 @@ var (
 func (s *Snapshot) Observe() Observations {
 	var o Observations
 	var apps []*v1alpha1.Application
+	var appSets []*v1alpha1.ApplicationSet
 	var releases []*helmv2.HelmRelease
 	readyExprs := map[*helmv2.HelmRelease]map[types.NamespacedName]string{}
 	var storage []flux.HelmStorage
@@ -74,6 +78,13 @@ func (s *Snapshot) Observe() Observations {
 				continue
 			}
 			apps = append(apps, app)
+		case gkAppSet:
+			as := &v1alpha1.ApplicationSet{}
+			if err := convert(u, as); err != nil {
+				o.Problems = append(o.Problems, Problem{File: "ApplicationSet " + nsName(u), Err: err.Error()})
+				continue
+			}
+			appSets = append(appSets, as)
 		case gkHelmRelease:
 			// v2beta1, v2beta2 and v2 share the JSON names of every field the rules read, so each version decodes into v2.
 			hr := &helmv2.HelmRelease{}
@@ -128,6 +139,7 @@ func (s *Snapshot) Observe() Observations {
 		o.Apps = append(o.Apps, s.appObservation(app, argocdVersion, hooks))
 		o.Inventory.WebhookCallFailures = append(o.Inventory.WebhookCallFailures, webhookFailures(app)...)
 	}
+	o.AppSets = appSetObservations(appSets, apps)
 	byName := map[types.NamespacedName]*helmv2.HelmRelease{}
 	for _, hr := range releases {
 		byName[types.NamespacedName{Namespace: hr.Namespace, Name: hr.Name}] = hr
@@ -139,6 +151,26 @@ func (s *Snapshot) Observe() Observations {
 	}
 	o.Kustomizations = ks.observations(s.HasKind(gkEvent))
 	return o
+}
+
+// appSetObservations pairs each ApplicationSet with the Applications of its namespace, by name (the controller names
+// the Application of each status entry by its name alone).
+func appSetObservations(sets []*v1alpha1.ApplicationSet, apps []*v1alpha1.Application) []argocd.AppSetObservation {
+	if len(sets) == 0 {
+		return nil
+	}
+	byNS := map[string]map[string]*v1alpha1.Application{}
+	for _, a := range apps {
+		if byNS[a.Namespace] == nil {
+			byNS[a.Namespace] = map[string]*v1alpha1.Application{}
+		}
+		byNS[a.Namespace][a.Name] = a
+	}
+	out := make([]argocd.AppSetObservation, 0, len(sets))
+	for _, as := range sets {
+		out = append(out, argocd.AppSetObservation{AppSet: as, Apps: byNS[as.Namespace]})
+	}
+	return out
 }
 
 // kustomizationParts gathers what the Kustomization rules read from a dump: the Kustomizations, the artifacts of
@@ -375,6 +407,9 @@ func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, a := range o.Apps {
 		out = append(out, argocd.Evaluate(a, now, th.ArgoCD)...)
+	}
+	for _, a := range o.AppSets {
+		out = append(out, argocd.RollingSyncStalled(a, now, th.ArgoCD)...)
 	}
 	inv := o.Inventory
 	// The argocd rules above judge the hooks and Applications of the dump; a live scan says so itself when its Argo CD

@@ -149,6 +149,11 @@ func TestObserveBuildsAppHooksAndVersions(t *testing.T) {
 	require.Len(t, o.Releases, 6)
 	require.Equal(t, "v0.36.2", o.Releases[0].ControllerVersion)
 	require.Len(t, o.Inventory.WebhookCallFailures, 1)
+	require.Len(t, o.AppSets, 1, "the ApplicationSet is kept and observed")
+	require.Equal(t, "storefront", o.AppSets[0].AppSet.Name)
+	require.Len(t, o.AppSets[0].AppSet.Status.ApplicationStatus, 3)
+	require.Contains(t, o.AppSets[0].Apps, "storefront-us", "with the Applications of its namespace, by name")
+	require.Equal(t, "Degraded", string(o.AppSets[0].Apps["storefront-us"].Status.Health.Status))
 }
 
 // FuzzRead feeds arbitrary bytes to the reader: it must never panic, and every object it returns has a kind.

@@ -75,13 +75,16 @@ func liveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, error
 			return nil, err
 		}
 		a := o.argocd
-		out = append(out, findingSource{name: "argocd " + a.server, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+		read := new(string)
+		out = append(out, findingSource{name: "argocd " + a.server, read: read, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
 			c, err := argocd.Dial(a.clientOptions())
 			if err != nil {
 				return nil, nil, err
 			}
 			defer c.Close()
-			return argocd.Scan(ctx, a.scanOptions(c, th.ArgoCD), now)
+			so := a.scanOptions(c, th.ArgoCD)
+			so.Read = read
+			return argocd.Scan(ctx, so, now)
 		}})
 	}
 	for _, build := range liveSourceBuilders {

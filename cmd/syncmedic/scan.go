@@ -74,6 +74,7 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.ArgoCD.WaitingForHealth, "waiting-for-health-threshold", th.ArgoCD.WaitingForHealth, "how long an operation may wait for the healthy state of a resource that is not healthy")
 	f.DurationVar(&th.ArgoCD.AutoSyncNotRetried, "auto-sync-not-retried-threshold", th.ArgoCD.AutoSyncNotRetried, "how long a failed automated sync may stay unretried before it is reported")
 	f.DurationVar(&th.ArgoCD.OperationOrphaned, "operation-orphaned-threshold", th.ArgoCD.OperationOrphaned, "how long an operation state may say Running with no operation behind it")
+	f.DurationVar(&th.ArgoCD.RollingSyncStalled, "rollingsync-stalled-threshold", th.ArgoCD.RollingSyncStalled, "how long an ApplicationSet RollingSync step may hold an application that is not Healthy and Synced")
 	f.DurationVar(&th.Kube.Terminating, "terminating-threshold", th.Kube.Terminating, "how long an object may be terminating with finalizers left")
 	f.DurationVar(&th.Kube.WebhookBackend, "webhook-backend-threshold", th.Kube.WebhookBackend, "how long a webhook's backend may be missing or without ready endpoints")
 	f.DurationVar(&th.Kube.ArtifactGC, "artifactgc-threshold", th.Kube.ArtifactGC, "how long a deleted Workflow may wait on the artifact-gc finalizer")

@@ -151,11 +151,27 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 					argocd.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
 					cancel()
 				}
-				return w.Run(ctx, sink)
+				return runWithAppSets(ctx, sink, w, argocd.NewAppSetPoller(argocd.AppSetPollerOptions{Client: c, Instance: o.instance,
+					Projects: o.projects, Namespace: o.appNamespace, UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Log: log}))
 			}), nil
 		}}
 	ready := func() error { return src.Ready(func(syncmedic.Source) error { return w.Ready() }) }
 	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: ready}, nil
+}
+
+// runWithAppSets runs the application watcher and the ApplicationSet poller (argocd/rollingsync-stalled) together
+// until ctx ends or the watcher stops; the poller never stops the watcher, and ends with it.
+func runWithAppSets(ctx context.Context, sink syncmedic.Sink, w syncmedic.Source, p syncmedic.Source) error {
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Run(pctx, sink)
+	}()
+	err := w.Run(ctx, sink)
+	cancel()
+	<-done
+	return err
 }
 
 // argoConn is the Argo CD client of serve's watcher and remedies: it forwards to the connection once one is made,

@@ -111,6 +111,7 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 		syncmedic.RuleWaitingForHealth:         &th.ArgoCD.WaitingForHealth,
 		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
 		syncmedic.RuleOperationOrphaned:        &th.ArgoCD.OperationOrphaned,
+		syncmedic.RuleRollingSyncStalled:       &th.ArgoCD.RollingSyncStalled,
 		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
 		syncmedic.RuleReadyUnknownStuck:        &th.Flux.ReadyUnknown,
 		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,

@@ -76,6 +76,13 @@ type RealArgoCD struct {
 	pids map[string]int
 	// stops stop redis-server and the processes now, oldest first (stopStacksOn runs them newest first).
 	stops []func()
+	// exe, envv and repoServer start a component later (argocd-applicationset-controller: appSets starts it once,
+	// StartApplicationSetController).
+	exe        string
+	envv       []string
+	repoServer string
+	appSets    sync.Once
+	appSetsErr error
 }
 
 var stacks struct {
@@ -316,6 +323,7 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.exe, s.envv, s.repoServer = exe, envv, repoAddr
 	// application-controller: its metrics port serves /healthz once it runs.
 	resync, controllerLog, statusProcs, opProcs := 10*time.Second, "debug", 4, 4
 	if opts.AppResync > 0 {
@@ -365,9 +373,15 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 // on new ports (StartOnFreePorts). It returns the address of the first port.
 func (s *RealArgoCD) startComponent(exe string, envv []string, component string, args func(ports []int) []string,
 	ready func(ports []int, exited <-chan struct{}) error) (string, error) {
+	return s.startComponentOn(2, exe, envv, component, args, ready)
+}
+
+// startComponentOn is startComponent on n free ports.
+func (s *RealArgoCD) startComponentOn(n int, exe string, envv []string, component string, args func(ports []int) []string,
+	ready func(ports []int, exited <-chan struct{}) error) (string, error) {
 	logPath := filepath.Join(s.Dir, component+".log")
 	s.Logs[component] = logPath
-	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: component, Ports: 2,
+	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: component, Ports: n,
 		Start: func(ports []int) (PortChild, error) {
 			return startLogged(exe, args(ports), append(append([]string(nil), envv...), "ARGOCD_BINARY_NAME="+component), s.Dir, logPath)
 		},

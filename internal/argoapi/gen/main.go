@@ -64,6 +64,11 @@ var copies = []copy{
 		keep: []string{"NewApplicationServiceClient", "_ApplicationService_serviceDesc"},
 		// The service descriptor's server handlers: the client uses only its stream descriptions.
 		dropLines: regexp.MustCompile(`(?m)^[ \t]*(Handler|HandlerType): .*\n`)},
+	// The ApplicationSet service: argocd/rollingsync-stalled lists ApplicationSets through argocd-server.
+	{module: "github.com/argoproj/argo-cd/v2", dir: "pkg/apiclient/applicationset", files: []string{"applicationset.pb.go"}, to: "applicationset",
+		dropTypes: []string{"ApplicationSetServiceServer", "UnimplementedApplicationSetServiceServer"},
+		keep:      []string{"NewApplicationSetServiceClient", "_ApplicationSetService_serviceDesc"},
+		dropLines: regexp.MustCompile(`(?m)^[ \t]*(Handler|HandlerType): .*\n`)},
 }
 
 // rename maps upstream import paths to the copy's.
@@ -75,6 +80,7 @@ var rename = map[string]string{
 	"github.com/argoproj/gitops-engine/pkg/sync/hook/helm":         self + "/synchook/helm",
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1": self + "/v1alpha1",
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application":     self + "/application",
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/applicationset":  self + "/applicationset",
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application":          "", // constants only: kept
 	"github.com/gogo/protobuf/proto":                               "",
 	"github.com/gogo/protobuf/sortkeys":                            "",

@@ -1,0 +1,164 @@
+package argocd
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
+	"github.com/syncmedic/syncmedic/internal/argoapi/applicationset"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+)
+
+// AppSetClient is the part of Argo CD's ApplicationSetService syncmedic calls; APIClient satisfies it.
+type AppSetClient interface {
+	ListApplicationSets(ctx context.Context, in *applicationset.ApplicationSetListQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationSetList, error)
+}
+
+// listAppSets lists the ApplicationSets of the given projects and namespace ("" for argocd-server's own).
+func listAppSets(ctx context.Context, c AppSetClient, projects []string, namespace string) ([]v1alpha1.ApplicationSet, error) {
+	list, err := c.ListApplicationSets(ctx, &applicationset.ApplicationSetListQuery{Projects: projects, AppsetNamespace: namespace})
+	if err != nil {
+		return nil, classify(CallListAppSets, "(all applicationsets)", err)
+	}
+	return list.Items, nil
+}
+
+// holdCandidates returns the names of the Applications that may hold the ApplicationSet's rollout at now (entries of
+// the current step Pending or Progressing past the threshold): the only ones argocd/rollingsync-stalled needs to
+// read. A rollout that is complete, or within its threshold, needs none.
+func holdCandidates(as *v1alpha1.ApplicationSet, now time.Time, th Thresholds) []string {
+	if as.DeletionTimestamp != nil || !RollingSyncEnabled(as) {
+		return nil
+	}
+	step := currentRolloutStep(as)
+	if step == 0 {
+		return nil
+	}
+	var out []string
+	for _, e := range stepEntries(as, step) {
+		if (e.Status == RolloutPending || e.Status == RolloutProgressing) && e.LastTransitionTime != nil && now.Sub(e.LastTransitionTime.Time) >= th.RollingSyncStalled {
+			out = append(out, e.Application)
+		}
+	}
+	return out
+}
+
+// AppSetSubject returns the sink subject of an ApplicationSet: "argocd/<instance>/applicationset/<namespace>/<name>".
+func AppSetSubject(instance, namespace, name string) string {
+	return SubjectPrefix(instance) + "applicationset/" + namespace + "/" + name
+}
+
+// AppSetPollerOptions configure an AppSetPoller; Client is required.
+type AppSetPollerOptions struct {
+	// Client lists the ApplicationSets and gets the Applications that may hold a rollout.
+	Client interface {
+		AppSetClient
+		Get(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.Application, error)
+	}
+	Instance string
+	// Projects and Namespace restrict the ApplicationSets listed (Namespace "" is argocd-server's own namespace).
+	Projects   []string
+	Namespace  string
+	UIURL      string
+	Thresholds Thresholds
+	// Period is how often the ApplicationSets are listed (default 1m): argocd-server has no ApplicationSet watch, and
+	// a rollout is judged on a threshold of tens of minutes.
+	Period time.Duration
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+// AppSetPoller lists ApplicationSets through argocd-server every Period and reports argocd/rollingsync-stalled for
+// each one. It reads an Application only when its ApplicationSet's status already names it as a possible holder
+// (holdCandidates), so a rollout that progresses or is complete costs one List per period and nothing more. It
+// implements syncmedic.Source.
+type AppSetPoller struct {
+	o AppSetPollerOptions
+	// reported are the subjects of the last poll, so an ApplicationSet that is gone is reported gone.
+	reported map[string]bool
+}
+
+var _ syncmedic.Source = (*AppSetPoller)(nil)
+
+// NewAppSetPoller fills o's defaults.
+func NewAppSetPoller(o AppSetPollerOptions) *AppSetPoller {
+	if o.Thresholds == (Thresholds{}) {
+		o.Thresholds = DefaultThresholds()
+	}
+	if o.Period <= 0 {
+		o.Period = time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &AppSetPoller{o: o, reported: map[string]bool{}}
+}
+
+// Run polls until ctx ends. A failed list is logged and tried again at the next period: it never stops the rest of
+// the Argo CD part.
+func (p *AppSetPoller) Run(ctx context.Context, sink syncmedic.Sink) error {
+	t := time.NewTicker(p.o.Period)
+	defer t.Stop()
+	for {
+		if err := p.Poll(ctx, sink); err != nil && ctx.Err() == nil {
+			p.o.Log.Warn("argocd applicationsets unreadable, argocd/rollingsync-stalled skipped until the next poll", "instance", p.o.Instance, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Poll lists the ApplicationSets once, reports each one's findings, and reports gone the ones of the last poll that
+// are no longer listed.
+func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
+	sets, err := listAppSets(ctx, p.o.Client, p.o.Projects, p.o.Namespace)
+	if err != nil {
+		return err
+	}
+	now := p.o.Now()
+	seen := make(map[string]bool, len(sets))
+	for i := range sets {
+		as := &sets[i]
+		subject := AppSetSubject(p.o.Instance, as.Namespace, as.Name)
+		seen[subject] = true
+		obs := AppSetObservation{Instance: p.o.Instance, AppSet: as, UIURL: p.o.UIURL, Apps: p.candidates(ctx, as, now)}
+		sink.Observe(ctx, subject, RollingSyncStalled(obs, now, p.o.Thresholds))
+	}
+	for subject := range p.reported {
+		if !seen[subject] {
+			syncmedic.ReportGone(ctx, sink, subject)
+		}
+	}
+	p.reported = seen
+	return nil
+}
+
+// candidates gets the Applications that may hold the rollout. One that cannot be read is left out: the rule then
+// claims nothing about it.
+func (p *AppSetPoller) candidates(ctx context.Context, as *v1alpha1.ApplicationSet, now time.Time) map[string]*v1alpha1.Application {
+	names := holdCandidates(as, now, p.o.Thresholds)
+	if len(names) == 0 {
+		return nil
+	}
+	apps := make(map[string]*v1alpha1.Application, len(names))
+	for _, name := range names {
+		name, ns := name, as.Namespace
+		app, err := p.o.Client.Get(ctx, &application.ApplicationQuery{Name: &name, AppNamespace: &ns})
+		if err != nil {
+			p.o.Log.Warn("argocd application of an applicationset unreadable", "instance", p.o.Instance, "applicationset", as.Namespace+"/"+as.Name, "app", name, "error", err)
+			continue
+		}
+		apps[name] = app
+	}
+	return apps
+}
