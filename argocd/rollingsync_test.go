@@ -40,6 +40,8 @@ func rollout() AppSetObservation {
 	app := func(name string, h health.HealthStatusCode, s v1alpha1.SyncStatusCode, op *v1alpha1.OperationState) *v1alpha1.Application {
 		a := &v1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd"}}
 		a.Status.Health.Status, a.Status.Sync.Status, a.Status.Sync.Revision = h, s, "4f2c1e9b7d3a5c8e0f1a2b3c4d5e6f7a8b9c0d1e"
+		// hand-written state: an in-memory fixture for the pure rule (nothing is written to a cluster); the real
+		// applicationset-controller and application-controller produce it in internal/conformance/argo/rollingsync_test.go.
 		a.Status.OperationState = op
 		return a
 	}
@@ -117,6 +119,7 @@ func TestRollingSyncStalled(t *testing.T) {
 				o.AppSet.Status.ApplicationStatus = append(o.AppSet.Status.ApplicationStatus, v1alpha1.ApplicationSetApplicationStatus{
 					Application: "shop-us2", Status: RolloutPending, Step: "2", LastTransitionTime: ago(3 * time.Hour), Message: "Application moved to Pending status, watching for the Application resource to start Progressing"})
 				a := o.Apps["shop-us"].DeepCopy()
+				// hand-written state: an in-memory fixture of a second holder with no operation yet (pure rule test).
 				a.Name, a.Status.Health.Status, a.Status.OperationState = "shop-us2", health.HealthStatusProgressing, nil
 				o.Apps["shop-us2"] = a
 				return o
