@@ -20,7 +20,7 @@ version=$(cd "$DIR" && go list -m -f '{{.Version}}' "$MOD")
 echo "alertmanager-tools: building alertmanager $version (first time takes minutes; cached afterwards)" >&2
 start=$SECONDS
 (cd "$DIR" && go build -trimpath \
-  -ldflags "-X github.com/prometheus/common/version.Version=${version#v} -X github.com/prometheus/common/version.Revision=$version" \
+  -ldflags "-s -w -X github.com/prometheus/common/version.Version=${version#v} -X github.com/prometheus/common/version.Revision=$version" \
   -o "$BIN/alertmanager" "$MOD/cmd/alertmanager")
 echo "alertmanager-tools: built alertmanager in $((SECONDS - start))s" >&2
 echo "$stamp" > "$BIN/.alertmanager.stamp"

@@ -39,7 +39,7 @@ build() {
   fi
   log "building $name (first time takes minutes; cached afterwards)"
   local start=$SECONDS
-  (cd "$dir" && GOTOOLCHAIN=$toolchain go build -trimpath -o "$BIN/$name" -ldflags "$ldflags" "$mod/cmd")
+  (cd "$dir" && GOTOOLCHAIN=$toolchain go build -trimpath -o "$BIN/$name" -ldflags "-s -w $ldflags" "$mod/cmd")
   log "built $name in $((SECONDS - start))s"
   local src
   src=$(cd "$dir" && GOTOOLCHAIN=$toolchain go list -m -f '{{.Dir}}' "$mod")

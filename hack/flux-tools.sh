@@ -29,7 +29,7 @@ build() {
   fi
   echo "flux-tools: building $name (first time takes minutes; cached afterwards)" >&2
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -o "$BIN/$name" "$mod")
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$BIN/$name" "$mod")
   echo "flux-tools: built $name in $((SECONDS - start))s" >&2
   rm -rf "$crds" && mkdir -p "$crds"
   local src
@@ -46,7 +46,7 @@ stamp=$(cat "$DIR/go.mod" "$DIR/go.sum" <(go env GOVERSION) | sha256sum | cut -c
 if [ ! -x "$BIN/notification-controller" ] || [ "$(cat "$BIN/.notification-controller.stamp" 2>/dev/null)" != "$stamp" ]; then
   echo "flux-tools: building notification-controller (first time takes minutes; cached afterwards)" >&2
   start=$SECONDS
-  (cd "$DIR" && go build -trimpath -o "$BIN/notification-controller" github.com/fluxcd/notification-controller)
+  (cd "$DIR" && go build -trimpath -ldflags "-s -w" -o "$BIN/notification-controller" github.com/fluxcd/notification-controller)
   echo "flux-tools: built notification-controller in $((SECONDS - start))s" >&2
   rm -rf "$BIN/crds-flux" && mkdir -p "$BIN/crds-flux"
   src=$(cd "$DIR" && go list -m -f '{{.Dir}}' github.com/fluxcd/notification-controller)

@@ -27,7 +27,7 @@ if [ ! -x "$BIN/helm" ] || [ "$(cat "$BIN/.helm.stamp" 2>/dev/null)" != "$stamp"
   for pkg in pkg/lint/rules pkg/chartutil; do
     ldflags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$minor"
   done
-  (cd "$DIR" && go build -trimpath -ldflags "$ldflags" -o "$BIN/helm" "$MOD")
+  (cd "$DIR" && go build -trimpath -ldflags "-s -w $ldflags" -o "$BIN/helm" "$MOD")
   echo "helm-tools: built helm in $((SECONDS - start))s" >&2
   echo "$stamp" > "$BIN/.helm.stamp"
 fi

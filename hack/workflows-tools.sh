@@ -28,7 +28,7 @@ build() {
   fi
   log "building $name (first time takes minutes; cached afterwards)"
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -o "$BIN/$name" -ldflags "$ldflags" "$mod/cmd/workflow-controller")
+  (cd "$dir" && go build -trimpath -o "$BIN/$name" -ldflags "-s -w $ldflags" "$mod/cmd/workflow-controller")
   log "built $name in $((SECONDS - start))s"
   local src
   src=$(cd "$dir" && go list -m -f '{{.Dir}}' "$mod")

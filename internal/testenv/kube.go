@@ -84,6 +84,7 @@ func startKube(configure ...func(*envtest.Environment)) (*Env, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	quickShutdown(te)
 	for _, c := range configure {
 		c(te)
 	}
@@ -116,6 +117,15 @@ func startKube(configure ...func(*envtest.Environment)) (*Env, error) {
 		return nil, err
 	}
 	return env, nil
+}
+
+// quickShutdown makes kube-apiserver stop within about 2 seconds of SIGTERM. By default it waits up to its request
+// timeout (60s) for every connection to close, and the tests' informers keep watches open until the end: envtest then
+// gives up after ControlPlaneStopTimeout (30s) and kills it, so every package paid 30 seconds per apiserver. With
+// --shutdown-send-retry-after the apiserver drains the requests in flight (long-running ones, watches, excluded) and
+// then gives connections 2 seconds. Only the shutdown changes.
+func quickShutdown(te *envtest.Environment) {
+	te.ControlPlane.GetAPIServer().Configure().Set("shutdown-send-retry-after", "true")
 }
 
 func (e *Env) initClients(dir string) error {

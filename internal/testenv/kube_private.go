@@ -67,6 +67,7 @@ func startPrivateKube(crdDirs []string, apiserverArgs map[string]string) (*Env, 
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	quickShutdown(te)
 	for k, v := range apiserverArgs {
 		te.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
