@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,17 +165,26 @@ func Entries(as *v1alpha1.ApplicationSet) map[string]v1alpha1.ApplicationSetAppl
 }
 
 // DescribeRollout renders an ApplicationSet's entries for failure messages and conformance rows: "app step N
-// Status (message)" for each.
+// Status (message)" for each, in name order; a Waiting entry without its message (see below).
 func DescribeRollout(as *v1alpha1.ApplicationSet) string {
 	if as == nil {
 		return "no ApplicationSet"
 	}
+	entries := slices.Clone(as.Status.ApplicationStatus)
+	slices.SortFunc(entries, func(a, b v1alpha1.ApplicationSetApplicationStatus) int {
+		return strings.Compare(a.Application, b.Application)
+	})
 	s := ""
-	for i, e := range as.Status.ApplicationStatus {
+	for i, e := range entries {
 		if i > 0 {
 			s += "; "
 		}
-		s += fmt.Sprintf("%s step %s %s (%s)", e.Application, e.Step, e.Status, e.Message)
+		s += fmt.Sprintf("%s step %s %s", e.Application, e.Step, e.Status)
+		// A Waiting entry's message says which of the controller's passes wrote it last ("No Application status
+		// found" or "Application has pending changes"), which is timing, not state.
+		if e.Status != "Waiting" {
+			s += " (" + e.Message + ")"
+		}
 	}
 	if s == "" {
 		return "no status.applicationStatus"

@@ -262,7 +262,15 @@ func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
 	paused.SetNamespace(ns)
 	paused.SetName("paused")
 	require.NoError(t, stack.Env.Client.Patch(context.Background(), paused, patch))
-	resume := stack.PauseKustomizeController(t)
+	// Every run of kustomize-controller (each 10s interval) first marks the Kustomization Ready=Unknown
+	// "Reconciliation in progress": frozen then, it would be in progress forever, a different stuck state (failed once in
+	// a full run, flux/kustomization-health-check-stuck instead). Freeze it only between two runs.
+	resume := pauseKustomizeControllerWhenIdle(t, stack, ns, func(u *unstructured.Unstructured) bool {
+		// Ready=True, not KustomizationReady: a suspended Kustomization's observedGeneration stays behind its spec.
+		rev, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+		ready, _, _ := fluxreal.KustomizationCondition(u, "Ready")
+		return ready == "True" && strings.HasSuffix(rev, first)
+	}, "app", "paused")
 	defer resume()
 	git.Repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"2\"\n")
 	second := git.Repo.Commit(t, "second")
@@ -283,6 +291,33 @@ func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
 	require.Equal(t, syncmedic.ActionFluxReconcileKustomization, f.Remedy.Action)
 	row.Controller = "lastAppliedRevision stayed on the first commit while the GitRepository served the second"
 	row.Syncmedic = fmt.Sprintf("flux/kustomization-stale-revision on Kustomization app, remedy flux/reconcile-kustomization proposed (notify mode); suspended twin: no finding (evaluated: %t)", evals > 0)
+}
+
+// pauseKustomizeControllerWhenIdle freezes kustomize-controller (SIGSTOP) at a moment when each of the named
+// Kustomizations of namespace satisfies idle (read a second after the freeze, so that no write of the controller is
+// still on its way), resuming it and trying again otherwise. It returns the resume function.
+func pauseKustomizeControllerWhenIdle(t *testing.T, stack *fluxreal.Stack, namespace string, idle func(*unstructured.Unstructured) bool, names ...string) (resume func()) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		for _, name := range names {
+			stack.WaitForKustomization(t, namespace, name, 90*time.Second, "idle before the freeze", idle)
+		}
+		resume = stack.PauseKustomizeController(t)
+		time.Sleep(time.Second)
+		busy := ""
+		for _, name := range names {
+			if !idle(stack.GetKustomization(t, namespace, name)) {
+				busy = name
+				break
+			}
+		}
+		if busy == "" {
+			return resume
+		}
+		resume()
+		t.Logf("kustomize-controller was frozen in the middle of a run of %s (attempt %d): resumed, trying again", busy, attempt)
+		require.Less(t, attempt, 10, "kustomize-controller was never frozen between two runs")
+	}
 }
 
 // dependencyPolicy lets syncmedic apply flux/kustomization-dependency-not-ready's remedy (one reconcile request).
