@@ -36,6 +36,7 @@ var (
 	validatingWebhooksGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}
 	mutatingWebhooksGVR   = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
 	servicesGVR           = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	namespacesGVR         = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	endpointSlicesGVR     = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 	workflowsGVR          = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
 )
@@ -63,7 +64,7 @@ type ScannerOptions struct {
 }
 
 // Scanner is the live cluster-checks source: informers over the configured kinds, webhook configurations with their
-// Services and EndpointSlices, and Argo Workflows. It evaluates the kube rules over the whole inventory on every
+// Services, EndpointSlices and Namespaces, and Argo Workflows. It evaluates the kube rules over the whole inventory on every
 // change (at most once per MinInterval) and when the next threshold passes (one timer, not polling), and reports
 // each evaluation under "kube/<cluster>".
 type Scanner struct {
@@ -112,7 +113,7 @@ func NewScanner(o ScannerOptions) (*Scanner, error) {
 		}
 		s.stuck = append(s.stuck, gvr)
 	}
-	for _, gvr := range append([]schema.GroupVersionResource{validatingWebhooksGVR, mutatingWebhooksGVR, servicesGVR, endpointSlicesGVR, workflowsGVR}, s.stuck...) {
+	for _, gvr := range append([]schema.GroupVersionResource{validatingWebhooksGVR, mutatingWebhooksGVR, servicesGVR, endpointSlicesGVR, namespacesGVR, workflowsGVR}, s.stuck...) {
 		if _, err := mapper.KindFor(gvr); err != nil {
 			log.Info("resource not served by the cluster; not watched", "resource", gvr.String())
 			continue
