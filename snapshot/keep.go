@@ -15,6 +15,7 @@ var usedKinds = map[schema.GroupKind]bool{
 	gkApplication: true, gkAppSet: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
 	gkEndpointSlice: true, gkValidating: true, gkMutating: true,
 	gkKustomization: true, gkGitRepository: true, gkOCIRepository: true, gkBucket: true,
+	gkNamespace: true, // the webhook rules say whether a backend's or owner's Namespace is gone or Terminating
 }
 
 // Deployments Observe reads (imageTag), by name.

@@ -53,6 +53,7 @@ var (
 	gkOCIRepository = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}
 	gkBucket        = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}
 	gkEvent         = schema.GroupKind{Kind: "Event"}
+	gkNamespace     = schema.GroupKind{Kind: "Namespace"}
 )
 
 // Observe builds the rules' observations from the snapshot.
@@ -119,6 +120,8 @@ func (s *Snapshot) Observe() Observations {
 			o.Inventory.Endpoints = append(o.Inventory.Endpoints, u)
 		case gkEndpointSlice:
 			o.Inventory.EndpointSlices = append(o.Inventory.EndpointSlices, u)
+		case gkNamespace:
+			o.Inventory.Namespaces = append(o.Inventory.Namespaces, u)
 		case gkDeployment:
 			if v := imageTag(u, "argocd-server", "argocd"); v != "" {
 				argocdVersion = v
@@ -133,6 +136,7 @@ func (s *Snapshot) Observe() Observations {
 	}
 	o.Inventory.ServicesKnown = s.HasKind(gkService)
 	o.Inventory.EndpointsKnown = s.HasKind(gkEndpointSlice) || s.HasKind(gkEndpoints)
+	o.Inventory.NamespacesKnown = s.HasKind(gkNamespace)
 
 	hooks := indexHooks(s.Objects)
 	for _, app := range apps {
