@@ -32,7 +32,7 @@ type liveList struct {
 	// like an unserved kind when it serves none (flux.ErrNoHelmReleaseAPI).
 	servedVersion func(*rest.Config) (string, error)
 	// labels, when set, lists only the objects it selects; forbiddenOK makes a refused list a problem named in the
-	// report rather than a failed scan (Secrets: the account may not read them; the Kustomization kinds, Events:
+	// report rather than a failed scan (Secrets: the account may not read them; Namespaces, the Kustomization kinds, Events:
 	// credentials made for an older syncmedic do not grant them, and the rules of the other kinds still run).
 	labels      string
 	forbiddenOK bool
@@ -46,6 +46,8 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, gk: schema.GroupKind{Group: "batch", Kind: "Job"}},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, gk: schema.GroupKind{Kind: "PersistentVolumeClaim"}},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, gk: schema.GroupKind{Kind: "Service"}},
+	// Namespaces (few): the webhook rules say whether a backend's or owner's Namespace is gone or Terminating.
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, gk: schema.GroupKind{Kind: "Namespace"}, forbiddenOK: true},
 	{gvr: schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, gk: schema.GroupKind{Group: "discovery.k8s.io", Kind: "EndpointSlice"}},
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}},
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}},
