@@ -243,8 +243,8 @@ func (w *KustomizationWatcher) observe(ctx context.Context, k *Kustomization, no
 	} else {
 		w.log.Debug("reading the Kustomization's source", "kustomization", k.Namespace+"/"+k.Name, "error", err)
 	}
-	if c := k.Condition(meta.ReadyCondition); c != nil && c.Status == metav1.ConditionUnknown && !now.Before(c.LastTransitionTime.Add(k.Timeout()+w.opts.Thresholds.kustomization())) {
-		obs.NotReady, obs.HealthKnown = w.readHealth(ctx, k)
+	if HealthCheckDue(k, now, w.opts.Thresholds) {
+		obs.NotReady, obs.HealthKnown = ReadHealth(ctx, w.direct, k)
 	}
 	if !k.DeletionTimestamp.IsZero() {
 		obs.Events, obs.EventsKnown = w.readEvents(ctx, k)
@@ -268,9 +268,18 @@ func (w *KustomizationWatcher) readSource(ctx context.Context, k *Kustomization)
 	return SourceArtifact{}, lastErr
 }
 
-// readHealth reads the workloads of the inventory and spec.healthChecks (Deployments, StatefulSets, DaemonSets,
-// Jobs) and returns those not ready; ok is false when one could not be read.
-func (w *KustomizationWatcher) readHealth(ctx context.Context, k *Kustomization) ([]HeldBy, bool) {
+// HealthCheckDue reports whether k's health check has been in progress (Ready=Unknown) for longer than spec.timeout
+// plus the Kustomization threshold at now: when flux/kustomization-health-check-stuck may report it, and its
+// health-checked objects are worth reading (ReadHealth).
+func HealthCheckDue(k *Kustomization, now time.Time, th Thresholds) bool {
+	c := k.Condition(meta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionUnknown && !now.Before(c.LastTransitionTime.Add(k.Timeout()+th.kustomization()))
+}
+
+// ReadHealth reads through c the workloads of k's inventory and spec.healthChecks (Deployments, StatefulSets,
+// DaemonSets, Jobs) and returns those not ready; ok is false when one could not be read (retry: the evidence then
+// says the objects were not read).
+func ReadHealth(ctx context.Context, c client.Reader, k *Kustomization) ([]HeldBy, bool) {
 	var refs []HealthCheckReference
 	if inv := k.Status.Inventory; inv != nil {
 		for _, e := range inv.Entries {
@@ -294,7 +303,7 @@ func (w *KustomizationWatcher) readHealth(ctx context.Context, k *Kustomization)
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(r.APIVersion)
 		u.SetKind(r.Kind)
-		if err := w.direct.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, u); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, u); err != nil {
 			if apierrors.IsNotFound(err) {
 				held = append(held, HeldBy{Ref: ref, Status: "not found"})
 				continue
@@ -316,7 +325,7 @@ func groupVersion(group, version string) string {
 	return group + "/" + version
 }
 
-// workloadKinds are the kinds readHealth judges (kstatus readiness of the common workloads).
+// workloadKinds are the kinds ReadHealth judges (kstatus readiness of the common workloads).
 var workloadKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "Job": true}
 
 // WorkloadNotReady says why a Deployment, StatefulSet, DaemonSet or Job is not ready as kstatus would judge it

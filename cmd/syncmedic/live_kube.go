@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
@@ -93,6 +94,9 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 		for _, p := range obs.Problems {
 			problems = append(problems, p.String())
 		}
+		if err := readKustomizationHealth(ctx, cfg, obs.Kustomizations, now, th); err != nil {
+			problems = append(problems, err.Error())
+		}
 		return snapshot.Scan(obs, now, th), problems, nil
 	}}}, nil
 }
@@ -142,4 +146,25 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		s.AddLive(l.gk, list.Items)
 	}
 	return s, problems, nil
+}
+
+// readKustomizationHealth reads, as serve does, the health-checked workloads (Deployments, StatefulSets, DaemonSets,
+// Jobs) of each Kustomization whose health check looks stuck, so flux/kustomization-health-check-stuck names the one
+// that holds it; only those few objects are fetched. A workload the credentials may not read leaves the evidence
+// saying "not read". The error says when no client could be made (the findings then say not read too).
+func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.KustomizationObservation, now time.Time, th snapshot.Thresholds) error {
+	var c client.Client
+	for i := range ks {
+		if !flux.HealthCheckDue(ks[i].Kustomization, now, th.Flux) {
+			continue
+		}
+		if c == nil {
+			var err error
+			if c, err = client.New(cfg, client.Options{}); err != nil {
+				return fmt.Errorf("reading the workloads Kustomizations health-check: %w", err)
+			}
+		}
+		ks[i].NotReady, ks[i].HealthKnown = flux.ReadHealth(ctx, c, ks[i].Kustomization)
+	}
+	return nil
 }
