@@ -280,42 +280,65 @@ func HealthCheckDue(k *Kustomization, now time.Time, th Thresholds) bool {
 // DaemonSets, Jobs) and returns those not ready; ok is false when one could not be read (retry: the evidence then
 // says the objects were not read).
 func ReadHealth(ctx context.Context, c client.Reader, k *Kustomization) ([]HeldBy, bool) {
-	var refs []HealthCheckReference
-	if inv := k.Status.Inventory; inv != nil {
-		for _, e := range inv.Entries {
-			parts := strings.Split(e.ID, "_")
-			if len(parts) != 4 {
-				continue
-			}
-			refs = append(refs, HealthCheckReference{APIVersion: groupVersion(parts[2], e.V), Kind: parts[3], Name: parts[1], Namespace: parts[0]})
-		}
-	}
-	refs = append(refs, k.Spec.HealthChecks...)
 	var held []HeldBy
 	ok := true
-	seen := map[string]bool{}
-	for _, r := range refs {
-		ref := r.Kind + "/" + r.Namespace + "/" + r.Name
-		if seen[ref] || !workloadKinds[r.Kind] {
-			continue
-		}
-		seen[ref] = true
+	for _, h := range HealthRefs(k) {
+		r := h.HealthCheckReference
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(r.APIVersion)
 		u.SetKind(r.Kind)
 		if err := c.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, u); err != nil {
 			if apierrors.IsNotFound(err) {
-				held = append(held, HeldBy{Ref: ref, Status: "not found"})
+				held = append(held, HeldBy{Ref: h.Ref(), Status: "not found"})
 				continue
 			}
 			ok = false
 			continue
 		}
 		if why := WorkloadNotReady(u); why != "" {
-			held = append(held, HeldBy{Ref: ref, Status: why})
+			held = append(held, HeldBy{Ref: h.Ref(), Status: why})
 		}
 	}
 	return held, ok
+}
+
+// HealthRef is one workload a Kustomization's health check waits for.
+type HealthRef struct {
+	HealthCheckReference
+	// FromInventory: the workload is in the inventory, so kustomize-controller applied it (and labelled it
+	// kustomize.toolkit.fluxcd.io/name); otherwise it is only named in spec.healthChecks.
+	FromInventory bool
+}
+
+// Ref is "Kind/namespace/name".
+func (h HealthRef) Ref() string { return h.Kind + "/" + h.Namespace + "/" + h.Name }
+
+// HealthRefs lists the workloads (Deployments, StatefulSets, DaemonSets, Jobs) of k's inventory and
+// spec.healthChecks, once each, inventory first.
+func HealthRefs(k *Kustomization) []HealthRef {
+	var refs []HealthRef
+	if inv := k.Status.Inventory; inv != nil {
+		for _, e := range inv.Entries {
+			parts := strings.Split(e.ID, "_")
+			if len(parts) != 4 {
+				continue
+			}
+			refs = append(refs, HealthRef{HealthCheckReference{APIVersion: groupVersion(parts[2], e.V), Kind: parts[3], Name: parts[1], Namespace: parts[0]}, true})
+		}
+	}
+	for _, r := range k.Spec.HealthChecks {
+		refs = append(refs, HealthRef{HealthCheckReference: r})
+	}
+	var out []HealthRef
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if seen[r.Ref()] || !workloadKinds[r.Kind] {
+			continue
+		}
+		seen[r.Ref()] = true
+		out = append(out, r)
+	}
+	return out
 }
 
 func groupVersion(group, version string) string {

@@ -150,11 +150,13 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 
 // readKustomizationHealth reads, as serve does, the health-checked workloads (Deployments, StatefulSets, DaemonSets,
 // Jobs) of each Kustomization whose health check looks stuck, so flux/kustomization-health-check-stuck names the one
-// that holds it; only those few objects are fetched. A workload the credentials may not read leaves the evidence
-// saying "not read". The error says when no client could be made (the findings then say not read too).
+// that holds it; only those few objects are fetched. What Observe judged from the lists replaces nothing: they hold
+// no workload but the two named Deployments, so it is dropped first. A workload the credentials may not read leaves
+// the evidence saying "not read". The error says when no client could be made (the findings then say not read too).
 func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.KustomizationObservation, now time.Time, th snapshot.Thresholds) error {
 	var c client.Client
 	for i := range ks {
+		ks[i].NotReady, ks[i].HealthKnown = nil, false
 		if !flux.HealthCheckDue(ks[i].Kustomization, now, th.Flux) {
 			continue
 		}
