@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -10,9 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,4 +133,44 @@ func TestWebhookRulesReadTheNamespaceOnTheAPIServer(t *testing.T) {
 		string(syncmedic.RuleWebhookNamespaceOwned) + " " + base + "-live-owned":   "Namespace " + active.Name + " exists (Active)",
 		string(syncmedic.RuleWebhookNamespaceOwned) + " " + base + "-term-owned":   "Namespace " + terminating.Name + " is Terminating",
 	}, nsEvidence)
+	t.Run("credentials an older role made, without Namespaces, still sync: Namespaces are not watched and the findings say so", func(t *testing.T) {
+		user := "no-namespaces-" + base
+		rules := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"workflows"}, Verbs: []string{"get", "list", "watch"}},
+		}
+		require.NoError(t, env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}))
+		require.NoError(t, env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}))
+		cfg, err := clientcmd.BuildConfigFromFlags("", env.UserKubeconfig(t, user))
+		require.NoError(t, err)
+		var restricted *kube.Scanner
+		require.Eventually(t, func() bool { // RBAC takes a moment to reach the authorizer
+			restricted, err = kube.NewScanner(kube.ScannerOptions{Config: cfg, Cluster: "e2e-restricted", Thresholds: th})
+			require.NoError(t, err)
+			return slices.Contains(restricted.Watched(), "/v1, Resource=services")
+		}, 10*time.Second, 200*time.Millisecond)
+		require.NotContains(t, restricted.Watched(), "/v1, Resource=namespaces")
+		rsink := &latestSink{}
+		rctx, rcancel := context.WithCancel(ctx)
+		rdone := make(chan error, 1)
+		go func() { rdone <- restricted.Run(rctx, rsink) }()
+		defer func() { rcancel(); require.NoError(t, <-rdone) }()
+		require.Eventually(t, func() bool {
+			f, ok := rsink.find(syncmedic.RuleWebhookNamespaceOwned, "", base+"-term-owned")
+			if !ok {
+				return false
+			}
+			for _, e := range f.Evidence {
+				if e.Field == "namespace" {
+					return e.Value == "Namespace "+terminating.Name+": not read (Namespaces were not listed)"
+				}
+			}
+			return false
+		}, time.Minute, 50*time.Millisecond, "the finding says Namespaces were not read")
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -118,9 +120,38 @@ func NewScanner(o ScannerOptions) (*Scanner, error) {
 			log.Info("resource not served by the cluster; not watched", "resource", gvr.String())
 			continue
 		}
+		if gvr == namespacesGVR && !mayWatch(o.Config, gvr, log) {
+			continue
+		}
 		s.watch(gvr)
 	}
 	return s, nil
+}
+
+// mayWatch asks the apiserver whether these credentials may list and watch gvr cluster-wide. Namespaces were added
+// to the role after the other kinds: an older ClusterRole without them must not keep the informers from syncing (no
+// check would run at all), so without the grant they are not watched and the findings say Namespaces were not
+// read. When the question itself fails, the answer is yes (the watch then says what is wrong).
+func mayWatch(cfg *rest.Config, gvr schema.GroupVersionResource, log *slog.Logger) bool {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, verb := range []string{"list", "watch"} {
+		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}}, metav1.CreateOptions{})
+		if err != nil {
+			return true
+		}
+		if !review.Status.Allowed {
+			log.Info("resource not readable with these credentials; not watched (grant get, list, watch to read it)", "resource", gvr.String(), "verb", verb)
+			return false
+		}
+	}
+	return true
 }
 
 func withDefaults(o ScannerOptions) ScannerOptions {
