@@ -94,8 +94,12 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 		for _, p := range obs.Problems {
 			problems = append(problems, p.String())
 		}
-		if err := readKustomizationHealth(ctx, cfg, obs.Kustomizations, now, th); err != nil {
+		n, err := readKustomizationHealth(ctx, cfg, obs.Kustomizations, now, th)
+		if err != nil {
 			problems = append(problems, err.Error())
+		}
+		if n > 0 {
+			*read += fmt.Sprintf("; and the health-checked workloads of %d Kustomization(s) in progress past their timeout", n)
 		}
 		return snapshot.Scan(obs, now, th), problems, nil
 	}}}, nil
@@ -152,9 +156,11 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 // Jobs) of each Kustomization whose health check looks stuck, so flux/kustomization-health-check-stuck names the one
 // that holds it; only those few objects are fetched. What Observe judged from the lists replaces nothing: they hold
 // no workload but the two named Deployments, so it is dropped first. A workload the credentials may not read leaves
-// the evidence saying "not read". The error says when no client could be made (the findings then say not read too).
-func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.KustomizationObservation, now time.Time, th snapshot.Thresholds) error {
+// the evidence saying "not read". It returns how many Kustomizations' workloads it read (the report says so); the
+// error says when no client could be made (the findings then say not read too).
+func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.KustomizationObservation, now time.Time, th snapshot.Thresholds) (int, error) {
 	var c client.Client
+	n := 0
 	for i := range ks {
 		ks[i].NotReady, ks[i].HealthKnown = nil, false
 		if !flux.HealthCheckDue(ks[i].Kustomization, now, th.Flux) {
@@ -163,10 +169,11 @@ func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.Ku
 		if c == nil {
 			var err error
 			if c, err = client.New(cfg, client.Options{}); err != nil {
-				return fmt.Errorf("reading the workloads Kustomizations health-check: %w", err)
+				return n, fmt.Errorf("reading the workloads Kustomizations health-check: %w", err)
 			}
 		}
 		ks[i].NotReady, ks[i].HealthKnown = flux.ReadHealth(ctx, c, ks[i].Kustomization)
+		n++
 	}
-	return nil
+	return n, nil
 }

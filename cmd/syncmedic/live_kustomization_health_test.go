@@ -73,4 +73,6 @@ func TestLiveScanNamesTheWorkloadHoldingAKustomization(t *testing.T) {
 	require.Equal(t, "observedGeneration 0 < generation 1", ev["not ready Deployment/"+ns+"/web"])
 	require.Equal(t, "not found", ev["not ready Deployment/"+ns+"/worker"])
 	require.NotContains(t, ev, "health-checked objects", "the objects were read")
+	require.Len(t, r.Read, 1)
+	require.Contains(t, r.Read[0], "; and the health-checked workloads of 1 Kustomization(s) in progress past their timeout", "the report says what was read")
 }
