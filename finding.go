@@ -198,6 +198,10 @@ type Finding struct {
 	Evidence []Evidence `json:"evidence"`
 	Remedy   Remedy     `json:"remedy"`
 	Links    []Link     `json:"links,omitempty"`
+	// Related are other objects the finding is about, each as its own rule would name it: the Applications that hold
+	// an ApplicationSet's stalled rollout step (argocd/rollingsync-stalled). The Argo CD extension shows the finding on
+	// their pages too. They are not part of the fingerprint.
+	Related []ObjectRef `json:"related,omitempty"`
 	// Advisories are version notes (an affected Argo CD or Flux release and the release that fixes it).
 	Advisories  []string `json:"advisories,omitempty"`
 	Fingerprint string   `json:"fingerprint"`

@@ -93,6 +93,7 @@ func RollingSyncStalled(obs AppSetObservation, now time.Time, th Thresholds) []s
 	f.Evidence = rolloutEvidence(as, step, holders, later)
 	f.Remedy = rolloutRemedy(as, step, holders)
 	f.Links = holderLinks(obs, holders)
+	f.Related = holderRefs(obs, holders)
 	return []syncmedic.Finding{f}
 }
 
@@ -347,6 +348,18 @@ func appSetObjectRef(obs AppSetObservation) syncmedic.ObjectRef {
 		o.Project = p
 	}
 	return o
+}
+
+// holderRefs names each holding Application as the Application rules name theirs (App, AppNamespace and Project
+// set), so the Argo CD extension shows the rollout's finding on the page of the Application that holds the step.
+func holderRefs(obs AppSetObservation, hs []rolloutHolder) []syncmedic.ObjectRef {
+	out := make([]syncmedic.ObjectRef, 0, len(hs))
+	for _, h := range hs {
+		a := h.app
+		out = append(out, syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD, Instance: obs.Instance, Group: "argoproj.io", Version: "v1alpha1",
+			Kind: "Application", Namespace: a.Namespace, Name: a.Name, UID: string(a.UID), App: a.Name, AppNamespace: a.Namespace, Project: a.Spec.Project})
+	}
+	return out
 }
 
 // holderLinks links the Argo CD UI page of each holding Application.

@@ -92,6 +92,8 @@ func TestRollingSyncStalled(t *testing.T) {
 				}, f.Remedy.Commands)
 				require.Contains(t, f.Remedy.Description, "does not retry a failed sync")
 				require.Equal(t, []syncmedic.Link{{Title: "Argo CD: argocd/shop-us", URL: "https://cd.example.com/applications/argocd/shop-us"}}, f.Links)
+				require.Equal(t, []syncmedic.ObjectRef{{Tool: syncmedic.ToolArgoCD, Group: "argoproj.io", Version: "v1alpha1", Kind: "Application",
+					Namespace: "argocd", Name: "shop-us", App: "shop-us", AppNamespace: "argocd"}}, f.Related, "the holder, for the Argo CD extension's view of it")
 				require.Equal(t, syncmedic.Fingerprint(f.Rule, f.Object), f.Fingerprint)
 			},
 		},

@@ -20,6 +20,9 @@ const KustomizationGroup = "kustomize.toolkit.fluxcd.io"
 // KustomizationKind is the kind of a Flux Kustomization.
 const KustomizationKind = "Kustomization"
 
+// KustomizationNameLabel is the label kustomize-controller puts on every object it applies: the Kustomization's name.
+const KustomizationNameLabel = "kustomize.toolkit.fluxcd.io/name"
+
 // KustomizationFinalizer is kustomize-controller's finalizer (kustomizev1.KustomizationFinalizer in v1.7.3).
 const KustomizationFinalizer = "finalizers.fluxcd.io"
 

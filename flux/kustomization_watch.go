@@ -243,8 +243,8 @@ func (w *KustomizationWatcher) observe(ctx context.Context, k *Kustomization, no
 	} else {
 		w.log.Debug("reading the Kustomization's source", "kustomization", k.Namespace+"/"+k.Name, "error", err)
 	}
-	if c := k.Condition(meta.ReadyCondition); c != nil && c.Status == metav1.ConditionUnknown && !now.Before(c.LastTransitionTime.Add(k.Timeout()+w.opts.Thresholds.kustomization())) {
-		obs.NotReady, obs.HealthKnown = w.readHealth(ctx, k)
+	if HealthCheckDue(k, now, w.opts.Thresholds) {
+		obs.NotReady, obs.HealthKnown = ReadHealth(ctx, w.direct, k)
 	}
 	if !k.DeletionTimestamp.IsZero() {
 		obs.Events, obs.EventsKnown = w.readEvents(ctx, k)
@@ -268,45 +268,77 @@ func (w *KustomizationWatcher) readSource(ctx context.Context, k *Kustomization)
 	return SourceArtifact{}, lastErr
 }
 
-// readHealth reads the workloads of the inventory and spec.healthChecks (Deployments, StatefulSets, DaemonSets,
-// Jobs) and returns those not ready; ok is false when one could not be read.
-func (w *KustomizationWatcher) readHealth(ctx context.Context, k *Kustomization) ([]HeldBy, bool) {
-	var refs []HealthCheckReference
-	if inv := k.Status.Inventory; inv != nil {
-		for _, e := range inv.Entries {
-			parts := strings.Split(e.ID, "_")
-			if len(parts) != 4 {
-				continue
-			}
-			refs = append(refs, HealthCheckReference{APIVersion: groupVersion(parts[2], e.V), Kind: parts[3], Name: parts[1], Namespace: parts[0]})
-		}
-	}
-	refs = append(refs, k.Spec.HealthChecks...)
+// HealthCheckDue reports whether k's health check has been in progress (Ready=Unknown) for longer than spec.timeout
+// plus the Kustomization threshold at now: when flux/kustomization-health-check-stuck may report it, and its
+// health-checked objects are worth reading (ReadHealth).
+func HealthCheckDue(k *Kustomization, now time.Time, th Thresholds) bool {
+	c := k.Condition(meta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionUnknown && !now.Before(c.LastTransitionTime.Add(k.Timeout()+th.kustomization()))
+}
+
+// ReadHealth reads through c the workloads of k's inventory and spec.healthChecks (Deployments, StatefulSets,
+// DaemonSets, Jobs) and returns those not ready; ok is false when one could not be read (retry: the evidence then
+// says the objects were not read).
+func ReadHealth(ctx context.Context, c client.Reader, k *Kustomization) ([]HeldBy, bool) {
 	var held []HeldBy
 	ok := true
-	seen := map[string]bool{}
-	for _, r := range refs {
-		ref := r.Kind + "/" + r.Namespace + "/" + r.Name
-		if seen[ref] || !workloadKinds[r.Kind] {
-			continue
-		}
-		seen[ref] = true
+	for _, h := range HealthRefs(k) {
+		r := h.HealthCheckReference
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(r.APIVersion)
 		u.SetKind(r.Kind)
-		if err := w.direct.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, u); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, u); err != nil {
 			if apierrors.IsNotFound(err) {
-				held = append(held, HeldBy{Ref: ref, Status: "not found"})
+				held = append(held, HeldBy{Ref: h.Ref(), Status: "not found"})
 				continue
 			}
 			ok = false
 			continue
 		}
 		if why := WorkloadNotReady(u); why != "" {
-			held = append(held, HeldBy{Ref: ref, Status: why})
+			held = append(held, HeldBy{Ref: h.Ref(), Status: why})
 		}
 	}
 	return held, ok
+}
+
+// HealthRef is one workload a Kustomization's health check waits for.
+type HealthRef struct {
+	HealthCheckReference
+	// FromInventory: the workload is in the inventory, so kustomize-controller applied it (and labelled it
+	// kustomize.toolkit.fluxcd.io/name); otherwise it is only named in spec.healthChecks.
+	FromInventory bool
+}
+
+// Ref is "Kind/namespace/name".
+func (h HealthRef) Ref() string { return h.Kind + "/" + h.Namespace + "/" + h.Name }
+
+// HealthRefs lists the workloads (Deployments, StatefulSets, DaemonSets, Jobs) of k's inventory and
+// spec.healthChecks, once each, inventory first.
+func HealthRefs(k *Kustomization) []HealthRef {
+	var refs []HealthRef
+	if inv := k.Status.Inventory; inv != nil {
+		for _, e := range inv.Entries {
+			parts := strings.Split(e.ID, "_")
+			if len(parts) != 4 {
+				continue
+			}
+			refs = append(refs, HealthRef{HealthCheckReference{APIVersion: groupVersion(parts[2], e.V), Kind: parts[3], Name: parts[1], Namespace: parts[0]}, true})
+		}
+	}
+	for _, r := range k.Spec.HealthChecks {
+		refs = append(refs, HealthRef{HealthCheckReference: r})
+	}
+	var out []HealthRef
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if seen[r.Ref()] || !workloadKinds[r.Kind] {
+			continue
+		}
+		seen[r.Ref()] = true
+		out = append(out, r)
+	}
+	return out
 }
 
 func groupVersion(group, version string) string {
@@ -316,7 +348,7 @@ func groupVersion(group, version string) string {
 	return group + "/" + version
 }
 
-// workloadKinds are the kinds readHealth judges (kstatus readiness of the common workloads).
+// workloadKinds are the kinds ReadHealth judges (kstatus readiness of the common workloads).
 var workloadKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "Job": true}
 
 // WorkloadNotReady says why a Deployment, StatefulSet, DaemonSet or Job is not ready as kstatus would judge it

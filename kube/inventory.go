@@ -29,6 +29,7 @@ func (s *Scanner) inventory() Inventory {
 	inv.WebhookConfigurations = append(v, m...)
 	inv.Services, inv.ServicesKnown = list(servicesGVR)
 	inv.EndpointSlices, inv.EndpointsKnown = list(endpointSlicesGVR)
+	inv.Namespaces, inv.NamespacesKnown = list(namespacesGVR)
 	inv.Workflows, _ = list(workflowsGVR)
 	for _, gvr := range s.stuck {
 		switch gvr.GroupResource() {

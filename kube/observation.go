@@ -24,6 +24,10 @@ type Inventory struct {
 	EndpointSlices []*unstructured.Unstructured
 	Endpoints      []*unstructured.Unstructured
 	EndpointsKnown bool
+	// Namespaces are v1 Namespaces; NamespacesKnown is true when the source listed them. The webhook rules read
+	// them to say whether a backend's (or an owner's) Namespace still exists or is Terminating.
+	Namespaces      []*unstructured.Unstructured
+	NamespacesKnown bool
 	// Workflows are argoproj.io/v1alpha1 Workflows.
 	Workflows []*unstructured.Unstructured
 	// BackendDownSince says, by Service ("namespace/name"), since when a live source has seen a webhook's backend

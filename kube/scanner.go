@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -36,6 +38,7 @@ var (
 	validatingWebhooksGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}
 	mutatingWebhooksGVR   = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
 	servicesGVR           = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	namespacesGVR         = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	endpointSlicesGVR     = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 	workflowsGVR          = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
 )
@@ -63,7 +66,7 @@ type ScannerOptions struct {
 }
 
 // Scanner is the live cluster-checks source: informers over the configured kinds, webhook configurations with their
-// Services and EndpointSlices, and Argo Workflows. It evaluates the kube rules over the whole inventory on every
+// Services, EndpointSlices and Namespaces, and Argo Workflows. It evaluates the kube rules over the whole inventory on every
 // change (at most once per MinInterval) and when the next threshold passes (one timer, not polling), and reports
 // each evaluation under "kube/<cluster>".
 type Scanner struct {
@@ -112,14 +115,43 @@ func NewScanner(o ScannerOptions) (*Scanner, error) {
 		}
 		s.stuck = append(s.stuck, gvr)
 	}
-	for _, gvr := range append([]schema.GroupVersionResource{validatingWebhooksGVR, mutatingWebhooksGVR, servicesGVR, endpointSlicesGVR, workflowsGVR}, s.stuck...) {
+	for _, gvr := range append([]schema.GroupVersionResource{validatingWebhooksGVR, mutatingWebhooksGVR, servicesGVR, endpointSlicesGVR, namespacesGVR, workflowsGVR}, s.stuck...) {
 		if _, err := mapper.KindFor(gvr); err != nil {
 			log.Info("resource not served by the cluster; not watched", "resource", gvr.String())
+			continue
+		}
+		if gvr == namespacesGVR && !mayWatch(o.Config, gvr, log) {
 			continue
 		}
 		s.watch(gvr)
 	}
 	return s, nil
+}
+
+// mayWatch asks the apiserver whether these credentials may list and watch gvr cluster-wide. Namespaces were added
+// to the role after the other kinds: an older ClusterRole without them must not keep the informers from syncing (no
+// check would run at all), so without the grant they are not watched and the findings say Namespaces were not
+// read. When the question itself fails, the answer is yes (the watch then says what is wrong).
+func mayWatch(cfg *rest.Config, gvr schema.GroupVersionResource, log *slog.Logger) bool {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, verb := range []string{"list", "watch"} {
+		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}}, metav1.CreateOptions{})
+		if err != nil {
+			return true
+		}
+		if !review.Status.Allowed {
+			log.Info("resource not readable with these credentials; not watched (grant get, list, watch to read it)", "resource", gvr.String(), "verb", verb)
+			return false
+		}
+	}
+	return true
 }
 
 func withDefaults(o ScannerOptions) ScannerOptions {

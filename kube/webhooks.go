@@ -92,18 +92,25 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 			if w.name != cfg.GetName() {
 				where += " (" + cfg.GetKind() + " " + cfg.GetName() + ")"
 			}
+			nsState, nsText := namespaceOf(inv, w.svcNamespace, "")
+			nsGoing := nsState == namespaceTerminating || nsState == namespaceGone
+			summary := problem + " and failurePolicy is Fail"
+			if nsGoing {
+				summary = problem + "; " + nsText + ", so the backend is gone with it; failurePolicy is Fail"
+			}
 			f := syncmedic.NewFinding(syncmedic.RuleWebhookBackendMissing, objectRef(cfg),
-				fmt.Sprintf("Webhook %s rejects every write it matches: %s and failurePolicy is Fail", where, problem))
+				fmt.Sprintf("Webhook %s rejects every write it matches: %s", where, summary))
 			f.Since = since
 			f.Evidence = []syncmedic.Evidence{
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},
 				{Field: "backend", Value: problem, Since: timePtr(since)},
+				namespaceEvidence(inv, w.svcNamespace, nsText),
 			}
 			if undated != "" {
 				f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "since", Value: undated})
 			}
-			f.Remedy = webhookRemedy(cfg, w)
+			f.Remedy = webhookRemedy(cfg, w, nsGoing)
 			reported[w.name] = len(out)
 			out = append(out, f)
 		}
@@ -137,7 +144,8 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 		f.Since = fail.At
 		f.Evidence = []syncmedic.Evidence{ev}
 		if cfgFound != nil {
-			f.Remedy = webhookRemedy(cfgFound, hook)
+			state, _ := namespaceOf(inv, hook.svcNamespace, "")
+			f.Remedy = webhookRemedy(cfgFound, hook, state == namespaceTerminating || state == namespaceGone)
 		} else {
 			f.Remedy = syncmedic.Remedy{
 				Description: "Find the webhook configuration that declares this webhook and restore its backend, or make it fail open.",
@@ -159,7 +167,9 @@ func failedWebhookName(msg string) string {
 	return "unknown"
 }
 
-func webhookRemedy(cfg *unstructured.Unstructured, w webhook) syncmedic.Remedy {
+// webhookRemedy says how to unblock the writes webhook w of cfg rejects; nsGoing: the Service's Namespace is
+// Terminating or gone, so the Service cannot be restored in it.
+func webhookRemedy(cfg *unstructured.Unstructured, w webhook, nsGoing bool) syncmedic.Remedy {
 	res := resourceArg(cfg)
 	idx := 0
 	for i, x := range webhooks(cfg) {
@@ -167,10 +177,16 @@ func webhookRemedy(cfg *unstructured.Unstructured, w webhook) syncmedic.Remedy {
 			idx = i
 		}
 	}
+	desc := "Choose one: restore the webhook's Service (re-sync the app that owns it), make the webhook fail open while you do, or delete the configuration if its component was uninstalled."
+	check := fmt.Sprintf("kubectl -n %s get service,endpointslices -l kubernetes.io/service-name=%s   # is the backend really gone?", w.svcNamespace, w.svcName)
+	if nsGoing {
+		desc = "The Service's Namespace " + w.svcNamespace + " is gone or Terminating, so the Service cannot come back in it: delete the configuration if its component was uninstalled, or make the webhook fail open until the component is reinstalled."
+		check = fmt.Sprintf("kubectl get namespace %s   # Terminating, or NotFound?", w.svcNamespace)
+	}
 	return syncmedic.Remedy{
-		Description: "Choose one: restore the webhook's Service (re-sync the app that owns it), make the webhook fail open while you do, or delete the configuration if its component was uninstalled.",
+		Description: desc,
 		Commands: []string{
-			fmt.Sprintf("kubectl -n %s get service,endpointslices -l kubernetes.io/service-name=%s   # is the backend really gone?", w.svcNamespace, w.svcName),
+			check,
 			fmt.Sprintf(`kubectl patch %s %s --type json -p '[{"op":"replace","path":"/webhooks/%d/failurePolicy","value":"Ignore"}]'`, res, cfg.GetName(), idx),
 			fmt.Sprintf("kubectl delete %s %s   # only if the component that served it was uninstalled", res, cfg.GetName()),
 		},
@@ -330,20 +346,61 @@ func WebhookNamespaceOwned(inv Inventory, now time.Time, th Thresholds) []syncme
 			if ref.Kind != "Namespace" || ref.APIVersion != "v1" || ref.Controller == nil || !*ref.Controller {
 				continue
 			}
-			f := syncmedic.NewFinding(syncmedic.RuleWebhookNamespaceOwned, objectRef(cfg),
-				fmt.Sprintf("%s %s is controlled by Namespace %s: Argo CD will not prune it, so uninstalling the app leaves a webhook without a backend", cfg.GetKind(), cfg.GetName(), ref.Name))
+			state, nsText := namespaceOf(inv, ref.Name, string(ref.UID))
+			f := syncmedic.NewFinding(syncmedic.RuleWebhookNamespaceOwned, objectRef(cfg), namespaceOwnedSummary(cfg, ref.Name, state))
 			f.Since = cfg.GetCreationTimestamp().Time
 			f.Evidence = []syncmedic.Evidence{
 				{Field: "metadata.ownerReferences", Value: fmt.Sprintf("Namespace/%s (uid %s, controller: true)", ref.Name, ref.UID)},
+				namespaceEvidence(inv, ref.Name, nsText),
 			}
 			for _, w := range webhooks(cfg) {
 				f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "webhooks[" + w.name + "]", Value: fmt.Sprintf("failurePolicy %s, service %s/%s", w.failurePolicy, w.svcNamespace, w.svcName)})
 			}
-			f.Remedy = namespaceOwnedRemedy(cfg, ref.Name)
+			if state == namespaceTerminating || state == namespaceGone {
+				f.Remedy = ownerGoneRemedy(cfg, ref.Name)
+			} else {
+				f.Remedy = namespaceOwnedRemedy(cfg, ref.Name)
+			}
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// namespaceOwnedSummary is the finding's message: what becomes of the configuration when its owning Namespace
+// goes, or, when it is Terminating or gone already, that its backend went with it.
+func namespaceOwnedSummary(cfg *unstructured.Unstructured, namespace string, state namespaceState) string {
+	what := cfg.GetKind() + " " + cfg.GetName() + " is controlled by Namespace " + namespace
+	switch state {
+	case namespaceTerminating:
+		return what + ", which is Terminating: the webhook's backend is deleted with it, and the configuration stays until the Namespace is gone"
+	case namespaceGone:
+		return what + ", which is gone: so is the webhook's backend, and the configuration was left behind"
+	}
+	return what + ": Argo CD will not prune it, so uninstalling the app leaves a webhook without a backend"
+}
+
+// namespaceEvidence is what the source saw of Namespace name (text from namespaceOf), or that it did not read
+// Namespaces; a Terminating Namespace is dated from its deletion.
+func namespaceEvidence(inv Inventory, name, text string) syncmedic.Evidence {
+	if !inv.NamespacesKnown {
+		return syncmedic.Evidence{Field: "namespace", Value: "Namespace " + name + ": not read (Namespaces were not listed)"}
+	}
+	return syncmedic.Evidence{Field: "namespace", Value: text, Since: namespaceDeleted(inv, name)}
+}
+
+// ownerGoneRemedy says what to do with a configuration whose owning Namespace is Terminating or gone: its backend
+// is gone, so delete the configuration (what the garbage collector does once the Namespace is gone, unless something
+// holds it) or make it fail open meanwhile.
+func ownerGoneRemedy(cfg *unstructured.Unstructured, namespace string) syncmedic.Remedy {
+	res := resourceArg(cfg)
+	return syncmedic.Remedy{
+		Description: fmt.Sprintf("Namespace %s, which owns this configuration, is Terminating or gone, and the webhook's backend with it: delete the configuration (the garbage collector does so once the Namespace is gone), or make its webhooks fail open until then. If the Namespace stays Terminating, see what holds it (kubectl get namespace %s -o yaml: status.conditions).", namespace, namespace),
+		Commands: []string{
+			fmt.Sprintf("kubectl get namespace %s -o jsonpath='{.status.conditions}'", namespace),
+			fmt.Sprintf("kubectl delete %s %s", res, cfg.GetName()),
+		},
+	}
 }
 
 // isKnative reports whether a webhook configuration is Knative's: its name or a webhook's ends in .knative.dev, or

@@ -90,6 +90,7 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"patch", "argoproj.io", "workflows", "ci", "build-1"},
 		{"list", "", "persistentvolumeclaims", "", ""},
 		{"list", "", "services", "", ""},
+		{"watch", "", "namespaces", "", ""},
 		{"list", "discovery.k8s.io", "endpointslices", "", ""},
 		{"watch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", ""},
 		{"watch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""},

@@ -15,6 +15,7 @@ var usedKinds = map[schema.GroupKind]bool{
 	gkApplication: true, gkAppSet: true, gkWorkflow: true, gkHelmRelease: true, gkService: true, gkEndpoints: true,
 	gkEndpointSlice: true, gkValidating: true, gkMutating: true,
 	gkKustomization: true, gkGitRepository: true, gkOCIRepository: true, gkBucket: true,
+	gkNamespace: true, // the webhook rules say whether a backend's or owner's Namespace is gone or Terminating
 }
 
 // Deployments Observe reads (imageTag), by name.
@@ -24,7 +25,7 @@ const (
 )
 
 // keep reports whether a rule reads u: every object of a used kind, the Flux CRD, the two Deployments that give
-// the versions, and any other object that is terminating (kube/stuck-terminating) or is a hook (the Argo CD hook
+// the versions, the workloads kustomize-controller applied (their readiness), and any other object that is terminating (kube/stuck-terminating) or is a hook (the Argo CD hook
 // rules). Observe reads nothing else, so dropping the rest changes no finding.
 func keep(u *unstructured.Unstructured) bool {
 	gk := u.GroupVersionKind().GroupKind()
@@ -48,7 +49,22 @@ func keep(u *unstructured.Unstructured) bool {
 			return true // flux/kustomization-deletion-stuck's evidence
 		}
 	}
+	if workloadKinds[gk] && isKustomizationApplied(u) {
+		return true // flux/kustomization-health-check-stuck names the workload that holds the check
+	}
 	return u.GetDeletionTimestamp() != nil || isHook(u)
+}
+
+// workloadKinds are the kinds a Kustomization's health check judges (flux.HealthRefs).
+var workloadKinds = map[schema.GroupKind]bool{gkDeployment: true, gkStatefulSet: true, gkDaemonSet: true, gkJob: true}
+
+// isKustomizationApplied reports whether kustomize-controller applied u: it labels every object it applies with
+// the Kustomization's name.
+func isKustomizationApplied(u *unstructured.Unstructured) bool {
+	md, _ := u.Object["metadata"].(map[string]interface{})
+	l, _ := md["labels"].(map[string]interface{})
+	_, ok := l[flux.KustomizationNameLabel].(string)
+	return ok
 }
 
 // isHook is argocd.IsHook without its copy of the annotations: true when an annotation names the object a hook
@@ -81,6 +97,9 @@ func mayKeep(gk schema.GroupKind, raw []byte) bool {
 		if bytes.Contains(raw, w) {
 			return true
 		}
+	}
+	if workloadKinds[gk] && bytes.Contains(raw, []byte(flux.KustomizationNameLabel)) {
+		return true
 	}
 	switch gk {
 	case gkCRD:

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,6 +47,8 @@ var (
 	gkValidating    = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}
 	gkMutating      = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}
 	gkDeployment    = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	gkStatefulSet   = schema.GroupKind{Group: "apps", Kind: "StatefulSet"}
+	gkDaemonSet     = schema.GroupKind{Group: "apps", Kind: "DaemonSet"}
 	gkJob           = schema.GroupKind{Group: "batch", Kind: "Job"}
 	gkPod           = schema.GroupKind{Kind: "Pod"}
 	gkSecret        = schema.GroupKind{Kind: "Secret"}
@@ -53,6 +57,7 @@ var (
 	gkOCIRepository = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}
 	gkBucket        = schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "Bucket"}
 	gkEvent         = schema.GroupKind{Kind: "Event"}
+	gkNamespace     = schema.GroupKind{Kind: "Namespace"}
 )
 
 // Observe builds the rules' observations from the snapshot.
@@ -69,6 +74,9 @@ func (s *Snapshot) Observe() Observations {
 		gk := u.GroupVersionKind().GroupKind()
 		if ks.add(gk, u, &o) {
 			continue
+		}
+		if workloadKinds[gk] {
+			ks.addWorkload(gk, u)
 		}
 		switch gk {
 		case gkApplication:
@@ -119,6 +127,8 @@ func (s *Snapshot) Observe() Observations {
 			o.Inventory.Endpoints = append(o.Inventory.Endpoints, u)
 		case gkEndpointSlice:
 			o.Inventory.EndpointSlices = append(o.Inventory.EndpointSlices, u)
+		case gkNamespace:
+			o.Inventory.Namespaces = append(o.Inventory.Namespaces, u)
 		case gkDeployment:
 			if v := imageTag(u, "argocd-server", "argocd"); v != "" {
 				argocdVersion = v
@@ -133,6 +143,7 @@ func (s *Snapshot) Observe() Observations {
 	}
 	o.Inventory.ServicesKnown = s.HasKind(gkService)
 	o.Inventory.EndpointsKnown = s.HasKind(gkEndpointSlice) || s.HasKind(gkEndpoints)
+	o.Inventory.NamespacesKnown = s.HasKind(gkNamespace)
 
 	hooks := indexHooks(s.Objects)
 	for _, app := range apps {
@@ -149,7 +160,7 @@ func (s *Snapshot) Observe() Observations {
 			ReadyExprs: readyExprs[hr], ControllerVersion: helmControllerVersion,
 			Storage: flux.LatestStorage(hr, storage), StorageKnown: s.HasKind(gkSecret)})
 	}
-	o.Kustomizations = ks.observations(s.HasKind(gkEvent))
+	o.Kustomizations = ks.observations(s.HasKind(gkEvent), s.HasKind)
 	return o
 }
 
@@ -176,9 +187,21 @@ func appSetObservations(sets []*v1alpha1.ApplicationSet, apps []*v1alpha1.Applic
 // kustomizationParts gathers what the Kustomization rules read from a dump: the Kustomizations, the artifacts of
 // the Flux sources and the Events about Kustomizations.
 type kustomizationParts struct {
-	items   []*flux.Kustomization
-	sources map[string]flux.SourceArtifact // "Kind/namespace/name"
-	events  map[types.NamespacedName][]flux.KubeEvent
+	items     []*flux.Kustomization
+	sources   map[string]flux.SourceArtifact // "Kind/namespace/name"
+	events    map[types.NamespacedName][]flux.KubeEvent
+	workloads map[string]*unstructured.Unstructured // "Kind/namespace/name": the workloads kustomize-controller applied
+}
+
+// addWorkload keeps a workload kustomize-controller applied (keep drops the others), for the health evidence.
+func (p *kustomizationParts) addWorkload(gk schema.GroupKind, u *unstructured.Unstructured) {
+	if !isKustomizationApplied(u) {
+		return
+	}
+	if p.workloads == nil {
+		p.workloads = map[string]*unstructured.Unstructured{}
+	}
+	p.workloads[gk.Kind+"/"+u.GetNamespace()+"/"+u.GetName()] = u
 }
 
 // add takes u when it is one of those kinds, and reports whether it did.
@@ -213,8 +236,8 @@ func (p *kustomizationParts) add(gk schema.GroupKind, u *unstructured.Unstructur
 }
 
 // observations pairs every Kustomization with its dependencies, source and Events (eventsKnown: the dump has
-// Events). A dump holds no health-checked objects' status for certain, so the health evidence says not read.
-func (p *kustomizationParts) observations(eventsKnown bool) []flux.KustomizationObservation {
+// Events), and one whose health check is in progress with its health-checked workloads (health).
+func (p *kustomizationParts) observations(eventsKnown bool, hasKind func(schema.GroupKind) bool) []flux.KustomizationObservation {
 	byName := map[types.NamespacedName]*flux.Kustomization{}
 	for _, k := range p.items {
 		byName[types.NamespacedName{Namespace: k.Namespace, Name: k.Name}] = k
@@ -225,9 +248,34 @@ func (p *kustomizationParts) observations(eventsKnown bool) []flux.Kustomization
 		src := k.SourceKey()
 		obs.Source, obs.SourceKnown = p.sources[k.Spec.SourceRef.Kind+"/"+src.Namespace+"/"+src.Name]
 		obs.Events, obs.EventsKnown = p.events[types.NamespacedName{Namespace: k.Namespace, Name: k.Name}], eventsKnown
+		if c := k.Condition(meta.ReadyCondition); c != nil && c.Status == metav1.ConditionUnknown {
+			obs.NotReady, obs.HealthKnown = p.health(k, hasKind)
+		}
 		out = append(out, obs)
 	}
 	return out
+}
+
+// health judges k's health-checked workloads from the dump. A workload of the inventory that the dump lacks, though
+// it has that kind, is not found: kustomize-controller labels what it applies, so keep would have kept it. One only
+// named in spec.healthChecks (perhaps not labelled, so dropped), or of a kind the dump lacks, is unknown, and then
+// ok is false: the evidence says the objects were not read.
+func (p *kustomizationParts) health(k *flux.Kustomization, hasKind func(schema.GroupKind) bool) (held []flux.HeldBy, ok bool) {
+	ok = true
+	for _, h := range flux.HealthRefs(k) {
+		u, found := p.workloads[h.Ref()]
+		switch {
+		case found:
+			if why := flux.WorkloadNotReady(u); why != "" {
+				held = append(held, flux.HeldBy{Ref: h.Ref(), Status: why})
+			}
+		case h.FromInventory && hasKind(schema.FromAPIVersionAndKind(h.APIVersion, h.Kind).GroupKind()):
+			held = append(held, flux.HeldBy{Ref: h.Ref(), Status: "not found"})
+		default:
+			ok = false
+		}
+	}
+	return held, ok
 }
 
 // hookIndex finds the hook objects of an application without scanning the whole dump for each app.

@@ -67,7 +67,7 @@ func (f Filter) Match(inc *incident.Incident) bool {
 	switch {
 	case f.State == "open" && !inc.IsOpen(), f.State == "resolved" && inc.IsOpen():
 		return false
-	case f.App != "" && !qualifiedMatch(f.App, o.AppNamespace, o.App):
+	case f.App != "" && !appMatch(f.App, inc.Finding):
 		return false
 	case f.Project != "" && o.Project != f.Project:
 		return false
@@ -79,6 +79,20 @@ func (f Filter) Match(inc *incident.Incident) bool {
 		return false
 	}
 	return true
+}
+
+// appMatch matches the Application that manages the finding's object, or one the finding is also about (the
+// Applications holding an ApplicationSet's rollout step).
+func appMatch(want string, f syncmedic.Finding) bool {
+	if qualifiedMatch(want, f.Object.AppNamespace, f.Object.App) {
+		return true
+	}
+	for _, r := range f.Related {
+		if r.Kind == "Application" && qualifiedMatch(want, r.AppNamespace, r.App) {
+			return true
+		}
+	}
+	return false
 }
 
 // qualifiedMatch matches "name" against name, and "namespace/name" against both.
@@ -104,17 +118,29 @@ type scope struct {
 	app, appNamespace, project string
 }
 
+// allows reports whether the scope may see inc: a direct caller every incident, an Argo CD proxy request those about
+// its Application, about an object the Application manages, or naming the Application among the objects the finding
+// is also about (Finding.Related: an ApplicationSet's rollout held by this Application).
 func (s scope) allows(inc *incident.Incident) bool {
 	if s.app == "" {
 		return true
 	}
-	o := inc.Finding.Object
-	if o.App != s.app {
-		return false
+	if s.owns(inc.Finding.Object) {
+		return true
 	}
-	// A finding about an object the app tracks (a cluster check reads the tracking label or annotation) knows the
-	// app's name only; an app namespace or project it does know must match.
-	return (o.AppNamespace == "" || o.AppNamespace == s.appNamespace) && (o.Project == "" || o.Project == s.project)
+	for _, r := range inc.Finding.Related {
+		if r.Kind == "Application" && s.owns(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// owns reports whether o is the scope's Application or an object it manages. A finding about an object the app
+// tracks (a cluster check reads the tracking label or annotation) knows the app's name only; an app namespace or
+// project it does know must match.
+func (s scope) owns(o syncmedic.ObjectRef) bool {
+	return o.App == s.app && (o.AppNamespace == "" || o.AppNamespace == s.appNamespace) && (o.Project == "" || o.Project == s.project)
 }
 
 // selectIncidents returns the views of the incidents the scope allows and the filter matches, open first, then

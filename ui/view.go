@@ -31,6 +31,9 @@ type Incident struct {
 	Object   Object `json:"object"`
 	// App is the Argo CD Application managing the object, when there is one.
 	App *App `json:"app,omitempty"`
+	// RelatedApps are the Argo CD Applications the incident is also about: those holding an ApplicationSet's
+	// stalled rollout step. An Argo CD proxy request of one of them sees the incident.
+	RelatedApps []App `json:"relatedApps,omitempty"`
 	// FluxOwner is the Flux object that applied the object, as "Kind/namespace/name".
 	FluxOwner string `json:"fluxOwner,omitempty"`
 	// Since is when the stuck condition started, when known.
@@ -157,6 +160,11 @@ func newIncident(inc incident.Incident) Incident {
 	}
 	if f.Object.App != "" {
 		out.App = &App{Name: f.Object.App, Namespace: f.Object.AppNamespace, Project: f.Object.Project}
+	}
+	for _, r := range f.Related {
+		if r.Kind == "Application" && r.App != "" {
+			out.RelatedApps = append(out.RelatedApps, App{Name: r.App, Namespace: r.AppNamespace, Project: r.Project})
+		}
 	}
 	if !f.Since.IsZero() {
 		s := f.Since

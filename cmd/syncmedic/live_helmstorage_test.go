@@ -91,7 +91,7 @@ func TestLiveScanReadsHelmStorage(t *testing.T) {
 	// withheld, and the scan's finding and problems once RBAC has reached the authorizer.
 	readingAllBut := func(t *testing.T, user string, withheld ...string) (syncmedic.Finding, []string) {
 		resources := map[string][]string{
-			"": {"persistentvolumeclaims", "services", "events", "secrets"}, "batch": {"jobs"}, "apps": {"deployments"},
+			"": {"persistentvolumeclaims", "services", "namespaces", "events", "secrets"}, "batch": {"jobs"}, "apps": {"deployments"},
 			"discovery.k8s.io": {"endpointslices"}, "admissionregistration.k8s.io": {"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
 			"argoproj.io": {"workflows"}, "helm.toolkit.fluxcd.io": {"helmreleases"}, "apiextensions.k8s.io": {"customresourcedefinitions"},
 			"kustomize.toolkit.fluxcd.io": {"kustomizations"}, "source.toolkit.fluxcd.io": {"gitrepositories", "ocirepositories", "buckets"},

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/flux"
@@ -32,7 +33,7 @@ type liveList struct {
 	// like an unserved kind when it serves none (flux.ErrNoHelmReleaseAPI).
 	servedVersion func(*rest.Config) (string, error)
 	// labels, when set, lists only the objects it selects; forbiddenOK makes a refused list a problem named in the
-	// report rather than a failed scan (Secrets: the account may not read them; the Kustomization kinds, Events:
+	// report rather than a failed scan (Secrets: the account may not read them; Namespaces, the Kustomization kinds, Events:
 	// credentials made for an older syncmedic do not grant them, and the rules of the other kinds still run).
 	labels      string
 	forbiddenOK bool
@@ -46,6 +47,8 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, gk: schema.GroupKind{Group: "batch", Kind: "Job"}},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, gk: schema.GroupKind{Kind: "PersistentVolumeClaim"}},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, gk: schema.GroupKind{Kind: "Service"}},
+	// Namespaces (few): the webhook rules say whether a backend's or owner's Namespace is gone or Terminating.
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, gk: schema.GroupKind{Kind: "Namespace"}, forbiddenOK: true},
 	{gvr: schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, gk: schema.GroupKind{Group: "discovery.k8s.io", Kind: "EndpointSlice"}},
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}},
 	{gvr: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}, gk: schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}},
@@ -90,6 +93,13 @@ func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, e
 		obs.Inventory.ArgoCDRulesRun = o.argocd.judgesAllHooks()
 		for _, p := range obs.Problems {
 			problems = append(problems, p.String())
+		}
+		n, err := readKustomizationHealth(ctx, cfg, obs.Kustomizations, now, th)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		if n > 0 {
+			*read += fmt.Sprintf("; and the health-checked workloads of %d Kustomization(s) in progress past their timeout", n)
 		}
 		return snapshot.Scan(obs, now, th), problems, nil
 	}}}, nil
@@ -140,4 +150,30 @@ func listLive(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface) (*sn
 		s.AddLive(l.gk, list.Items)
 	}
 	return s, problems, nil
+}
+
+// readKustomizationHealth reads, as serve does, the health-checked workloads (Deployments, StatefulSets, DaemonSets,
+// Jobs) of each Kustomization whose health check looks stuck, so flux/kustomization-health-check-stuck names the one
+// that holds it; only those few objects are fetched. What Observe judged from the lists replaces nothing: they hold
+// no workload but the two named Deployments, so it is dropped first. A workload the credentials may not read leaves
+// the evidence saying "not read". It returns how many Kustomizations' workloads it read (the report says so); the
+// error says when no client could be made (the findings then say not read too).
+func readKustomizationHealth(ctx context.Context, cfg *rest.Config, ks []flux.KustomizationObservation, now time.Time, th snapshot.Thresholds) (int, error) {
+	var c client.Client
+	n := 0
+	for i := range ks {
+		ks[i].NotReady, ks[i].HealthKnown = nil, false
+		if !flux.HealthCheckDue(ks[i].Kustomization, now, th.Flux) {
+			continue
+		}
+		if c == nil {
+			var err error
+			if c, err = client.New(cfg, client.Options{}); err != nil {
+				return n, fmt.Errorf("reading the workloads Kustomizations health-check: %w", err)
+			}
+		}
+		ks[i].NotReady, ks[i].HealthKnown = flux.ReadHealth(ctx, c, ks[i].Kustomization)
+		n++
+	}
+	return n, nil
 }

@@ -124,6 +124,23 @@ func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
 			*field = d
 		}
 	}
+	if d, ok := kustomizationThreshold(p); ok {
+		th.Flux.Kustomization = d
+	}
+}
+
+// kustomizationThreshold is the policy's threshold for the four Kustomization rules, which share one margin
+// (--kustomization-threshold): the smallest any of them sets, so each is reported no later than its own asks.
+func kustomizationThreshold(p *policy.Policy) (time.Duration, bool) {
+	var out time.Duration
+	found := false
+	for _, id := range []syncmedic.RuleID{syncmedic.RuleKustomizationDependencyNotReady, syncmedic.RuleKustomizationHealthCheckStuck,
+		syncmedic.RuleKustomizationDeletionStuck, syncmedic.RuleKustomizationStaleRevision} {
+		if d, ok := p.Threshold(id); ok && (!found || d < out) {
+			out, found = d, true
+		}
+	}
+	return out, found
 }
 
 // stateStore picks where incidents persist: --state-configmap, --state-file, else memory (with a warning).
