@@ -212,6 +212,10 @@ type KustomizationObservation struct {
 	// when the source looked.
 	Events      []KubeEvent
 	EventsKnown bool
+	// GenerationSeen is when the source first saw the Kustomization's current metadata.generation (zero: unknown,
+	// as in a one-shot scan): the stale-revision clock of a spec kustomize-controller has not yet run to success
+	// (status.observedGeneration behind: resumed from suspend, edited) starts there.
+	GenerationSeen time.Time
 }
 
 // KustomizationSubject is the subject under which a Kustomization's evaluations are reported. It does not start

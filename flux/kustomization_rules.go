@@ -190,8 +190,8 @@ func KustomizationStaleRevision(obs KustomizationObservation, now time.Time, th 
 	if c := k.Condition(meta.ReadyCondition); c != nil && (c.Reason == meta.DependencyNotReadyReason || c.Status == metav1.ConditionUnknown) {
 		return nil
 	}
-	since := obs.Source.LastUpdateTime
-	if now.Sub(since) < k.Spec.Interval.Duration+th.kustomization() {
+	since, ok := staleSince(obs)
+	if !ok || now.Sub(since) < k.Spec.Interval.Duration+th.kustomization() {
 		return nil
 	}
 	f := syncmedic.NewFinding(syncmedic.RuleKustomizationStaleRevision, kustomizationRef(k),
@@ -219,6 +219,28 @@ func KustomizationStaleRevision(obs KustomizationObservation, now time.Time, th 
 	return []syncmedic.Finding{f}
 }
 
+// staleSince is when kustomize-controller could first have applied the source's artifact: the artifact's time, or
+// later the Kustomization's creation (a new object starts with nothing applied), or later, while
+// status.observedGeneration is behind metadata.generation (a spec not yet run to success: resumed from suspend,
+// edited), the time the source first saw that generation; ok is false when that time is unknown (a one-shot scan),
+// and then the rule does not judge.
+func staleSince(obs KustomizationObservation) (since time.Time, ok bool) {
+	k := obs.Kustomization
+	since = obs.Source.LastUpdateTime
+	if c := k.CreationTimestamp.Time; c.After(since) {
+		since = c
+	}
+	if k.Status.ObservedGeneration < k.Generation {
+		if obs.GenerationSeen.IsZero() {
+			return time.Time{}, false
+		}
+		if obs.GenerationSeen.After(since) {
+			since = obs.GenerationSeen
+		}
+	}
+	return since, true
+}
+
 // KustomizationNextDeadline is the earliest time a Kustomization rule may start to report obs (zero: none pending),
 // for the watcher's per-object timer.
 func KustomizationNextDeadline(obs KustomizationObservation, now time.Time, th Thresholds) time.Time {
@@ -244,7 +266,9 @@ func KustomizationNextDeadline(obs KustomizationObservation, now time.Time, th T
 		at = append(at, k.DeletionTimestamp.Add(th.kustomization()))
 	}
 	if obs.SourceKnown && !obs.Source.LastUpdateTime.IsZero() && obs.Source.Revision != k.Status.LastAppliedRevision {
-		at = append(at, obs.Source.LastUpdateTime.Add(k.Spec.Interval.Duration+th.kustomization()))
+		if since, ok := staleSince(obs); ok {
+			at = append(at, since.Add(k.Spec.Interval.Duration+th.kustomization()))
+		}
 	}
 	var next time.Time
 	for _, t := range at {

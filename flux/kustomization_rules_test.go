@@ -131,6 +131,61 @@ func TestEvaluateKustomization(t *testing.T) {
 				Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-10 * time.Minute)}},
 		},
 		{
+			// Failed before: a Kustomization created after its source's artifact was reported at once (seen on the real
+			// kustomize-controller when the source had served its artifact for longer than interval plus threshold).
+			name: "near miss: a Kustomization created after the artifact, within interval plus threshold of its creation",
+			obs: func() KustomizationObservation {
+				k := infra(time.Hour)
+				k.CreationTimestamp = *metav1Ago(time.Minute)
+				k.Status = KustomizationStatus{}
+				return KustomizationObservation{Kustomization: k, SourceKnown: true, GenerationSeen: now.Add(-time.Minute),
+					Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-time.Hour)}}
+			}(),
+		},
+		{
+			name: "a Kustomization created after the artifact, past interval plus threshold of its creation, is reported",
+			obs: func() KustomizationObservation {
+				k := infra(time.Hour)
+				k.CreationTimestamp = *metav1Ago(20 * time.Minute)
+				return KustomizationObservation{Kustomization: k, SourceKnown: true,
+					Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-time.Hour)}}
+			}(),
+			wantRule:    syncmedic.RuleKustomizationStaleRevision,
+			wantSummary: "Kustomization flux-system/infra has not applied GitRepository flux-system/flux-system's revision main@sha1:99, served for 20m",
+			wantAction:  syncmedic.ActionFluxReconcileKustomization,
+		},
+		{
+			// Failed before: resumed from suspend, its new generation not yet run, it was reported at once.
+			name: "near miss: a spec not yet run to success (resumed from suspend) within interval plus threshold of when it was seen",
+			obs: func() KustomizationObservation {
+				k := infra(time.Hour)
+				k.Generation = 3
+				return KustomizationObservation{Kustomization: k, SourceKnown: true, GenerationSeen: now.Add(-time.Second),
+					Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-time.Hour)}}
+			}(),
+		},
+		{
+			name: "a spec not yet run to success, past interval plus threshold of when it was seen, is reported from then",
+			obs: func() KustomizationObservation {
+				k := infra(time.Hour)
+				k.Generation = 3
+				return KustomizationObservation{Kustomization: k, SourceKnown: true, GenerationSeen: now.Add(-15 * time.Minute),
+					Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-time.Hour)}}
+			}(),
+			wantRule:    syncmedic.RuleKustomizationStaleRevision,
+			wantSummary: "Kustomization flux-system/infra has not applied GitRepository flux-system/flux-system's revision main@sha1:99, served for 15m",
+			wantAction:  syncmedic.ActionFluxReconcileKustomization,
+		},
+		{
+			name: "near miss: a spec not yet run to success, with no idea since when (a one-shot scan), is not judged",
+			obs: func() KustomizationObservation {
+				k := infra(time.Hour)
+				k.Generation = 3
+				return KustomizationObservation{Kustomization: k, SourceKnown: true,
+					Source: SourceArtifact{Kind: "GitRepository", Revision: "main@sha1:99", LastUpdateTime: now.Add(-time.Hour)}}
+			}(),
+		},
+		{
 			name: "near miss: a suspended Kustomization is not stale",
 			obs: func() KustomizationObservation {
 				k := infra(time.Hour)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,35 @@ type KustomizationWatcher struct {
 	queue  workqueue.TypedDelayingInterface[types.NamespacedName]
 	gvk    schema.GroupVersionKind
 	synced atomic.Bool
+	// seen is when each Kustomization's current generation was first seen (KustomizationObservation.GenerationSeen).
+	seenMu sync.Mutex
+	seen   map[types.NamespacedName]generationSeen
+}
+
+// generationSeen is a generation of one object (by UID) and when the watcher first saw it.
+type generationSeen struct {
+	uid        types.UID
+	generation int64
+	at         time.Time
+}
+
+// generationSeen returns when k's current generation was first seen: now if it is new.
+func (w *KustomizationWatcher) generationSeen(k *Kustomization, now time.Time) time.Time {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	nn := types.NamespacedName{Namespace: k.Namespace, Name: k.Name}
+	if s, ok := w.seen[nn]; ok && s.uid == k.UID && s.generation == k.Generation {
+		return s.at
+	}
+	w.seen[nn] = generationSeen{uid: k.UID, generation: k.Generation, at: now}
+	return now
+}
+
+// forget drops what the watcher remembers of a deleted Kustomization.
+func (w *KustomizationWatcher) forget(nn types.NamespacedName) {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	delete(w.seen, nn)
 }
 
 var _ syncmedic.Source = (*KustomizationWatcher)(nil)
@@ -121,7 +151,7 @@ func NewKustomizationWatcher(o KustomizationWatcherOptions) (*KustomizationWatch
 	}
 	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.NamespacedName]{Name: "flux-kustomizations"})
 	return &KustomizationWatcher{opts: o, log: log.With("source", "flux-kustomization"), cache: c, direct: direct, queue: q,
-		gvk: schema.GroupVersionKind{Group: KustomizationGroup, Version: o.APIVersion, Kind: KustomizationKind}}, nil
+		gvk: schema.GroupVersionKind{Group: KustomizationGroup, Version: o.APIVersion, Kind: KustomizationKind}, seen: map[types.NamespacedName]generationSeen{}}, nil
 }
 
 // APIVersion is the Kustomization API version watched.
@@ -199,6 +229,7 @@ func (w *KustomizationWatcher) evaluate(ctx context.Context, nn types.Namespaced
 	u := w.newObject()
 	if err := w.cache.Get(ctx, nn, u); err != nil {
 		if apierrors.IsNotFound(err) {
+			w.forget(nn)
 			syncmedic.ReportGone(ctx, sink, subject)
 			return
 		}
@@ -222,7 +253,8 @@ func (w *KustomizationWatcher) evaluate(ctx context.Context, nn types.Namespaced
 // observe fills what the rules read beside the Kustomization: its dependencies (cache), its source's artifact,
 // and — only when a rule may judge them — the health-checked objects and the Events.
 func (w *KustomizationWatcher) observe(ctx context.Context, k *Kustomization, now time.Time) KustomizationObservation {
-	obs := KustomizationObservation{Kustomization: k, Dependencies: map[types.NamespacedName]*Kustomization{}, DependenciesKnown: true}
+	obs := KustomizationObservation{Kustomization: k, Dependencies: map[types.NamespacedName]*Kustomization{}, DependenciesKnown: true,
+		GenerationSeen: w.generationSeen(k, now)}
 	for _, d := range k.Spec.DependsOn {
 		nn := k.dependencyKey(d)
 		u := w.newObject()

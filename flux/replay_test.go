@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/stretchr/testify/require"
+
 	"github.com/syncmedic/syncmedic/incident"
 )
 
