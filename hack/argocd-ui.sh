@@ -2,6 +2,8 @@
 # Builds Argo CD's web UI (the bundle argocd-server serves; the Go modules ship only its sources, their ui/dist/app is a
 # placeholder) from a copy of the module's ui/, with the package manager its lockfile names, from the npm registry:
 #   bin/argocd-ui-V/   index.html and assets, for `argocd-server --staticassets bin/argocd-ui-V`
+#   bin/argocd-V-ui    Argo CD V's multi-call binary with that UI embedded (argocd-server reads index.html only from
+#                      its embedded files; the Go module's are a placeholder), built like hack/argocd-tools.sh's
 # Cached by a stamp of the lockfile, package.json, the version and the Node.js version (bin/.argocd-ui-V.stamp), so a
 # second run is quick. Usage: hack/argocd-ui.sh [VERSION...] (default v3.6.1; v2.14.21 does not build, see
 # internal/conformance/unbuildable.md). Everything runs under `nice -n 19` with one webpack worker: it is a cold-start
@@ -57,7 +59,16 @@ vendor_git_deps() {
   local dir=$1 lock sha tgz
   [ -n "${ARGO_UI_GIT:-}" ] || return 0
   lock=$dir/pnpm-lock.yaml
-  [ -f "$lock" ] || { log "ARGO_UI_GIT is supported for pnpm lockfiles only"; return 1; }
+  if [ ! -f "$lock" ]; then
+    # yarn v1: the same git dependency, cloned from ARGO_UI_GIT (yarn checks out the commit yarn.lock pins).
+    sha=$(grep -o 'argo-ui.git#[0-9a-f]\{40\}' "$dir/yarn.lock" | head -1 | sed 's|.*#||')
+    [ -n "$sha" ] || return 0
+    git --git-dir="$ARGO_UI_GIT" cat-file -e "$sha^{commit}" ||
+      { log "ARGO_UI_GIT=$ARGO_UI_GIT lacks argo-ui commit $sha (the lockfile's pin)"; return 1; }
+    sed -i "s|git+https://github.com/argoproj/argo-ui.git|git+file://$ARGO_UI_GIT|g" "$dir/package.json" "$dir/yarn.lock"
+    log "argo-ui $sha cloned from ARGO_UI_GIT=$ARGO_UI_GIT"
+    return 0
+  fi
   sha=$(grep -o 'codeload.github.com/argoproj/argo-ui/tar.gz/[0-9a-f]\{40\}' "$lock" | head -1 | sed 's|.*/||')
   [ -n "$sha" ] || return 0
   tgz=argo-ui-$sha.tgz
@@ -79,8 +90,8 @@ build() {
   local version=$1 src out=$BIN/argocd-ui-$1 work=$BIN/.argocd-ui-src/$1 stamp lock
   src=$(module_dir "$version")/ui
   lock=$src/pnpm-lock.yaml; [ -f "$lock" ] || lock=$src/yarn.lock
-  stamp=$(cat "$lock" "$src/package.json" <(echo "$version $(node --version) ${ARGO_UI_REV:-}") | sha256sum | cut -c1-16)
-  if [ -f "$out/index.html" ] && [ "$(cat "$BIN/.argocd-ui-$version.stamp" 2>/dev/null)" = "$stamp" ]; then
+  stamp=$(cat "$lock" "$src/package.json" "$ROOT/tools/argocd-${version%.*}/go.sum" <(echo "$version $(node --version) ${ARGO_UI_REV:-} $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  if [ -f "$out/index.html" ] && [ -x "$BIN/argocd-$version-ui" ] && [ "$(cat "$BIN/.argocd-ui-$version.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
   log "building Argo CD $version's UI (first time takes minutes; cached afterwards)"
@@ -96,9 +107,35 @@ build() {
     node node_modules/webpack/bin/webpack.js --config ./src/app/webpack.config.js --mode production --parallelism 1)
   [ -f "$work/dist/app/index.html" ] || { log "$version's UI build left no dist/app/index.html"; return 1; }
   rm -rf "$out" && cp -r "$work/dist/app" "$out"
-  rm -rf "$work" && rmdir --ignore-fail-on-non-empty "$BIN/.argocd-ui-src"
-  echo "$stamp" >"$BIN/.argocd-ui-$version.stamp"
+  rm -rf "$work"
   log "built bin/argocd-ui-$version in $((SECONDS - start))s"
+  embed "$version" "$(dirname "$src")" "$out"
+  rmdir --ignore-fail-on-non-empty "$BIN/.argocd-ui-src"
+  echo "$stamp" >"$BIN/.argocd-ui-$version.stamp"
+}
+
+# embed VERSION MODULE UI: bin/argocd-VERSION-ui, the version's multi-call binary built as hack/argocd-tools.sh builds
+# bin/argocd-VERSION, from a copy of MODULE whose ui/dist/app is UI (without source maps), as Argo CD's release
+# images embed it: argocd-server reads index.html only from its embedded files (--staticassets adds assets, not
+# index.html), which the Go module ships as a placeholder. The copy replaces the module (go.mod replace) in a copy
+# of the wrapper module; overlays (-overlay) cannot replace files in the module cache.
+embed() {
+  local version=$1 mod=$2 ui=$3 tooldir toolchain modpath start=$SECONDS
+  case $version in
+    v2.14.21) tooldir=argocd-v2.14 toolchain=local modpath=github.com/argoproj/argo-cd/v2 ;;
+    v3.6.1) tooldir=argocd-v3.6 toolchain=go1.27.2 modpath=github.com/argoproj/argo-cd/v3 ;;
+  esac
+  local work=$BIN/.argocd-ui-src/$version-embed
+  rm -rf "$work" && mkdir -p "$work/wrap"
+  cp -r "$mod" "$work/mod" && chmod -R u+w "$work/mod"
+  rm -rf "$work/mod/ui/dist/app" && cp -r "$ui" "$work/mod/ui/dist/app" && find "$work/mod/ui/dist/app" -name '*.map' -delete
+  cp "$ROOT/tools/$tooldir"/go.mod "$ROOT/tools/$tooldir"/go.sum "$ROOT/tools/$tooldir"/*.go "$work/wrap/"
+  echo "replace $modpath => ../mod" >>"$work/wrap/go.mod"
+  log "building bin/argocd-$version-ui (argocd-$version with the UI embedded; minutes cold)"
+  (cd "$work/wrap" && GOTOOLCHAIN=$toolchain nice -n 19 go build -trimpath -o "$BIN/argocd-$version-ui" \
+    -ldflags "-s -w -X $modpath/common.version=${version#v}" "$modpath/cmd")
+  rm -rf "$work"
+  log "built bin/argocd-$version-ui in $((SECONDS - start))s"
 }
 
 [ $# -gt 0 ] || set -- v3.6.1
