@@ -138,5 +138,5 @@ embed() {
   log "built bin/argocd-$version-ui in $((SECONDS - start))s"
 }
 
-[ $# -gt 0 ] || set -- v3.6.1
+[ $# -gt 0 ] || set -- v3.6.1 v2.14.21
 for v in "$@"; do build "$v"; done
