@@ -4,12 +4,15 @@
 #   bin/argocd-ui-V/   index.html and assets, for `argocd-server --staticassets bin/argocd-ui-V`
 #   bin/argocd-V-ui    Argo CD V's multi-call binary with that UI embedded (argocd-server reads index.html only from
 #                      its embedded files; the Go module's are a placeholder), built like hack/argocd-tools.sh's
-# Cached by a stamp of the lockfile, package.json, the version and the Node.js version (bin/.argocd-ui-V.stamp), so a
-# second run is quick. Usage: hack/argocd-ui.sh [VERSION...] (default v3.6.1; v2.14.21 does not build, see
-# internal/conformance/unbuildable.md). Everything runs under `nice -n 19` with one webpack worker: it is a cold-start
-# cost of minutes on two cores and should not starve a test run beside it.
+# Cached by a stamp of the lockfile, package.json, the wrapper module's go.sum, the version, Node.js and Go
+# (bin/.argocd-ui-V.stamp), so a second run takes a second. Usage: hack/argocd-ui.sh [VERSION...] (default v3.6.1
+# v2.14.21). The package managers and webpack run under `nice -n 19`, one webpack worker: minutes of CPU on two cores
+# that should not starve a test run beside them.
 #   v3.x     pnpm-lock.yaml, "packageManager": "pnpm@12.3.4": `npx pnpm@12.3.4 install --frozen-lockfile`
 #   v2.x     yarn.lock (v1): `npx yarn@1.22.22 install --frozen-lockfile`
+# Both UIs depend on github.com/argoproj/argo-ui by commit. Where GitHub is unreachable, ARGO_UI_GIT=<git directory
+# holding argo-ui> supplies that commit (the install stays frozen to it); when it lacks the pinned commit,
+# ARGO_UI_REV=<commit> packs another one instead, with a warning (internal/conformance/unbuildable.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -85,12 +88,24 @@ vendor_git_deps() {
   sed -i "s|https://codeload.github.com/argoproj/argo-ui/tar.gz/$sha|file:$tgz|g" "$lock"
 }
 
+# argo_ui_rev LOCKFILE: the argo-ui commit the build uses: the lockfile's pin, or ARGO_UI_REV when ARGO_UI_GIT lacks
+# the pin.
+argo_ui_rev() {
+  local sha
+  sha=$(grep -o 'argo-ui/tar.gz/[0-9a-f]\{40\}\|argo-ui.git#[0-9a-f]\{40\}' "$1" | head -1 | sed 's|.*[/#]||')
+  if [ -n "${ARGO_UI_GIT:-}" ] && [ -n "$sha" ] && [ -n "${ARGO_UI_REV:-}" ] &&
+    ! git --git-dir="$ARGO_UI_GIT" cat-file -e "$sha^{commit}" 2>/dev/null; then
+    sha=$ARGO_UI_REV
+  fi
+  echo "$sha"
+}
+
 # build VERSION: bin/argocd-ui-VERSION unless its stamp matches.
 build() {
   local version=$1 src out=$BIN/argocd-ui-$1 work=$BIN/.argocd-ui-src/$1 stamp lock
   src=$(module_dir "$version")/ui
   lock=$src/pnpm-lock.yaml; [ -f "$lock" ] || lock=$src/yarn.lock
-  stamp=$(cat "$lock" "$src/package.json" "$ROOT/tools/argocd-${version%.*}/go.sum" <(echo "$version $(node --version) ${ARGO_UI_REV:-} $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  stamp=$(cat "$lock" "$src/package.json" "$ROOT/tools/argocd-${version%.*}/go.sum" <(echo "$version $(node --version) $(argo_ui_rev "$lock") $(go env GOVERSION)") | sha256sum | cut -c1-16)
   if [ -f "$out/index.html" ] && [ -x "$BIN/argocd-$version-ui" ] && [ "$(cat "$BIN/.argocd-ui-$version.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
