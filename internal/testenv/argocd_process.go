@@ -50,6 +50,9 @@ type ArgoCDStackOptions struct {
 	// StatusProcessors and OperationProcessors are the controller's --status-processors and
 	// --operation-processors (default 4 each; Argo CD's own defaults are 20 and 10).
 	StatusProcessors, OperationProcessors int
+	// UI makes argocd-server serve Argo CD's web UI with extensions (ArgoCDUIOptions); a stack with UI options is
+	// started for them alone, not shared with the version's other tests.
+	UI *ArgoCDUIOptions
 }
 
 // RealArgoCD is a real Argo CD control plane run as processes from one version's multi-call binary:
@@ -139,6 +142,9 @@ func ArgoCDStack(t testing.TB, env *Env, opts ArgoCDStackOptions) *RealArgoCD {
 		stacks.byID, stacks.crds, stacks.err = map[string]*stackEntry{}, map[*Env]*sync.Once{}, map[*Env]error{}
 	}
 	key := fmt.Sprintf("%p/%s", env, opts.Version)
+	if opts.UI != nil {
+		key += fmt.Sprintf("/ui%p", opts.UI)
+	}
 	entry := stacks.byID[key]
 	if entry == nil {
 		entry = &stackEntry{env: env}
@@ -270,10 +276,14 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 	server := &ArgoCDServer{Env: env, Namespace: uniqueName("argocd-" + strings.ReplaceAll(opts.Version, ".", "-")),
 		adminPassword: randomHex(16)}
 	ctx := context.Background()
-	if err := server.writeSettings(ctx, ArgoCDOptions{Accounts: opts.Accounts, Settings: map[string]string{
-		// Reconcile every 10 s instead of 3 min: the tests change git and wait for the controller.
-		"timeout.reconciliation": "10s",
-	}}); err != nil {
+	// Reconcile every 10 s instead of 3 min: the tests change git and wait for the controller.
+	settings := map[string]string{"timeout.reconciliation": "10s"}
+	if opts.UI != nil {
+		err = opts.UI.applySettings(ctx, server, opts.Accounts, settings)
+	} else {
+		err = server.writeSettings(ctx, ArgoCDOptions{Accounts: opts.Accounts, Settings: settings})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("writing settings: %w", err)
 	}
 	if err := createDefaultProject(ctx, env, server.Namespace); err != nil {
@@ -349,11 +359,21 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 		return nil, err
 	}
 	// argocd-server: plaintext (--insecure) gRPC and HTTP on one loopback port.
-	addr, err := s.startComponent(exe, envv, "argocd-server", func(ports []int) []string {
+	serverArgs := func(ports []int) []string {
 		return append([]string{"--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 			"--metrics-port", strconv.Itoa(ports[1]), "--repo-server", repoAddr, "--repo-server-plaintext",
 			"--dex-server", "http://127.0.0.1:1", "--staticassets", dir}, append(append(logging, "info"), kube...)...)
-	}, func(ports []int, exited <-chan struct{}) error {
+	}
+	serverExe, serverEnv := exe, envv
+	if opts.UI != nil {
+		var wrap func([]string) []string
+		if serverExe, serverEnv, wrap, err = opts.UI.server(opts.Version, envv); err != nil {
+			return nil, err
+		}
+		plain := serverArgs
+		serverArgs = func(ports []int) []string { return wrap(plain(ports)) }
+	}
+	addr, err := s.startComponent(serverExe, serverEnv, "argocd-server", serverArgs, func(ports []int, exited <-chan struct{}) error {
 		if err := waitHTTP("http://"+loopback(ports[0])+"/healthz", exited, 2*time.Minute); err != nil {
 			return err
 		}
