@@ -53,7 +53,7 @@ const preDeleteQuiet = 20 * time.Second
 // the application goes away within seconds, serve looked at it while it was deleting and reported nothing.
 func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV3
 	t.Run("on "+version+" a failing PreDelete hook is the reason the deletion is stuck, reported once", func(t *testing.T) {
 		t.Parallel()
@@ -89,7 +89,7 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 			t.Logf("the controller removed pre-delete-finalizer by itself, its DeletionError still naming the failed hook, and deleted the app")
 		} else {
 			// The fix the incident asks for: the hook, replaced in git by one that succeeds (under a new name: the
-			// kubelet stand-in keeps its decision per Job name, and the failed Pods stay failed), and the controller
+			// hook's container and its runs are per Job name, and the failed Pods stay failed), and the controller
 			// finishes the deletion.
 			app.Update(t, testenv.ConfigMapData{}, testenv.PreDeleteHook(testenv.PreDeleteHookName+"-fixed", testenv.PodSucceeds))
 			t.Logf("the hook was fixed in git")
