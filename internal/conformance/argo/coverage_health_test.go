@@ -103,7 +103,10 @@ func TestSyncWaitingForHealthForever(t *testing.T) {
 			app.MakeReady(t)
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			waited := time.Since(start).Round(time.Second)
-			r.Controller = fmt.Sprintf("operation waited on %s for %s; then Pod made Ready: %s within %s", testenv.HealthWaitMessage, healthThreshold/2, testenv.DescribeOperation(after), waited)
+			// The row says the bound, not the time measured: on the real node the Pod turns Ready at the kubelet's next
+			// readiness probe (every 10 s), so the time varies from run to run.
+			t.Logf("the sync finished %s after it started", waited)
+			r.Controller = fmt.Sprintf("operation waited on %s for %s; then Pod made Ready: %s before the %s threshold", testenv.HealthWaitMessage, healthThreshold/2, testenv.DescribeOperation(after), healthThreshold)
 			require.True(t, ok, "the sync moves on once the Pod is Ready: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
 			require.Less(t, waited, healthThreshold, "the near miss must end within the threshold")
