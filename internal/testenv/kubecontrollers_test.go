@@ -111,6 +111,8 @@ func TestRealControllersRunJobsTheWayAClusterDoes(t *testing.T) {
 	})
 
 	t.Run("a Job whose Pod the kubelet holds keeps running until the test lets it finish", func(t *testing.T) {
+		// The played kubelet itself under test (a Pod held Running, then moved to Succeeded at the test's moment):
+		// the scenarios that still play the kubelet rely on exactly this interleaving.
 		ns := env.Namespace(t)
 		var release atomic.Bool
 		k := env.Kubelet(t, ns, func(*corev1.Pod) (corev1.PodPhase, bool) {

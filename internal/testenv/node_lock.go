@@ -17,9 +17,11 @@ import (
 // the binary dies, however it dies; the file itself stays (it is empty but for the holder's PID).
 const nodeLockPath = "/run/lock/syncmedic-real-node.lock"
 
-// nodeLockWait bounds the wait for another test binary's node (`make test` runs two packages at once, and both
-// internal/testenv and internal/conformance/argo start one): their node tests take a few minutes each.
-const nodeLockWait = 25 * time.Minute
+// nodeLockWait bounds the wait for another test binary's node (`make test` runs two packages at once; internal/testenv,
+// kube and internal/imagebuild start one for a few minutes, internal/conformance/argo for its whole run, about 20
+// minutes on 2 cores under load): long enough for the argo package, short enough to leave the waiting binary its own
+// run within go test's -timeout 60m.
+const nodeLockWait = 35 * time.Minute
 
 // nodeLock is the held machine lock; release gives it back.
 type nodeLock struct{ f *os.File }

@@ -26,8 +26,9 @@ import (
 // Scenarios driven by a real Argo CD stack (ArgoCDStack): each Application's source is a local git repository of hook
 // Jobs and a ConfigMap, synced through argocd-server's API, its hooks run by the real Job, TTL-after-finished and
 // garbage-collector controllers. On KubeWithControllers the test plays the kubelet (Env.Kubelet moves each hook's Pod
-// as its PodRun says); on a real node's control plane (RealNode, RealNodeWhileUsed) each hook's Pod runs for real,
-// a busybox container whose command does what its PodRun says, and counts its starts (RealHookApp.Runs).
+// as its PodRun says); on a real node's control plane (RealNode, RealNodeWhileUsed: where internal/conformance/argo
+// runs them all) each hook's Pod runs for real, a busybox container whose command does what its PodRun says, and
+// counts its starts (RealHookApp.Runs).
 
 // PodRun says what the kubelet does with a hook Job's Pod.
 type PodRun int
@@ -41,6 +42,10 @@ const (
 	PodFails
 	// PodSleeps: the Pod runs for RealHook.Sleep, then exits 0 (on a real node only: `sleep N`).
 	PodSleeps
+	// PodSucceedsUnseen: the Pod exits 0 before the application-controller looks (with ttlSecondsAfterFinished: 0
+	// the hook loses the fast-Job race on every run). The played kubelet succeeds it at once; on a real node its
+	// container waits until the app's race loser has paused the controller (scenario_unseen.go).
+	PodSucceedsUnseen
 )
 
 // nodeHookDir is where a hook's container on a real node finds its host directory (a hostPath volume): it appends a
@@ -60,7 +65,9 @@ type RealHook struct {
 	Wave int
 	// TTL is spec.ttlSecondsAfterFinished; nil leaves it out.
 	TTL *int32
-	// Image of the container; changing it changes the Job's (immutable) Pod template.
+	// Image of the container with the played kubelet; changing it changes the Job's (immutable) Pod template. A real
+	// node runs only NodeBusyboxImage: there Image is written as the Pod template's annotation nodeImageAnnotation, so
+	// that changing it still changes the template.
 	Image string
 	// Run is what the kubelet does with the Job's Pod.
 	Run PodRun
@@ -71,13 +78,17 @@ type RealHook struct {
 // TTL returns a pointer to seconds, for RealHook.TTL.
 func TTL(seconds int32) *int32 { return &seconds }
 
+// nodeImageAnnotation carries RealHook.Image in the Pod template of a hook on a real node (which runs only
+// NodeBusyboxImage).
+const nodeImageAnnotation = "testenv.syncmedic.io/image"
+
 // manifest is the Job's YAML: for the played kubelet (hostDir empty) a container that never runs; for a real node a
 // busybox container that appends to hostDir/<name>.runs when it starts, then does what Run says.
 func (h RealHook) manifest(hostDir string) string {
 	if h.Hook == "" {
 		h.Hook = synccommon.HookTypePreSync
 	}
-	if h.Image == "" {
+	if h.Image == "" && hostDir == "" {
 		h.Image = "busybox:1.36"
 	}
 	var b strings.Builder
@@ -95,7 +106,11 @@ func (h RealHook) manifest(hostDir string) string {
 		fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: %s\n        command: [\"true\"]\n", h.Image)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "  template:\n    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: 1\n")
+	b.WriteString("  template:\n")
+	if h.Image != "" {
+		fmt.Fprintf(&b, "    metadata:\n      annotations:\n        %s: %q\n", nodeImageAnnotation, h.Image)
+	}
+	b.WriteString("    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: 1\n")
 	fmt.Fprintf(&b, "      containers:\n      - name: main\n        image: %s\n        imagePullPolicy: Never\n", NodeBusyboxImage)
 	fmt.Fprintf(&b, "        command: [\"sh\", \"-c\", %q]\n", h.nodeScript())
 	fmt.Fprintf(&b, "        volumeMounts:\n        - {name: hooks, mountPath: %s}\n", nodeHookDir)
@@ -114,6 +129,8 @@ func (h RealHook) nodeScript() string {
 		return fmt.Sprintf("%s && sleep %d", start, int(h.Sleep.Round(time.Second)/time.Second))
 	case PodRunsUntilReleased:
 		return fmt.Sprintf("%s && while [ ! -e %s/%s.release ]; do sleep 0.2; done", start, nodeHookDir, h.Name)
+	case PodSucceedsUnseen:
+		return fmt.Sprintf("%s && while [ ! -e %s/%s.unseen ]; do sleep 0.2; done", start, nodeHookDir, h.Name)
 	default:
 		return start + " && true"
 	}
@@ -185,19 +202,11 @@ func (a *RealHookApp) Selector() string { return RealAppLabel + "=" + a.Name }
 // kubelet and the Application (manual sync, project default) on stack, and waits until argocd-server knows it.
 func NewRealHookApp(t testing.TB, stack *RealArgoCD, name string, cm ConfigMapData, hooks ...RealHook) *RealHookApp {
 	t.Helper()
-	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName(name), Namespace: stack.Env.Namespace(t),
-		runs: map[string]PodRun{}, released: map[string]bool{}, Node: stack.Env.node}
-	if a.Node != nil {
-		a.HostDir = filepath.Join(a.Node.Dir, "hooks", a.Namespace)
-		if err := os.MkdirAll(a.HostDir, 0o755); err != nil {
-			t.Fatalf("testenv: creating the hooks' host directory: %v", err)
-		}
-	}
+	a := newRealHookApp(t, stack, name)
 	a.write(t, cm, hooks)
 	a.Repo.Commit(t, "app "+a.Name)
-	if a.Node == nil {
-		a.Kubelet = stack.Env.Kubelet(t, a.Namespace, a.decide)
-	}
+	a.playKubelet(t, a.decide)
+	a.loseRaces(t, unseenHooks(hooks)...)
 	app := &v1alpha1.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: stack.Namespace, Labels: map[string]string{RealAppLabel: a.Name}},
 		Spec: v1alpha1.ApplicationSpec{
@@ -208,6 +217,41 @@ func NewRealHookApp(t testing.TB, stack *RealArgoCD, name string, cm ConfigMapDa
 	}
 	stack.CreateApplication(t, app)
 	return a
+}
+
+// newRealHookApp is a RealHookApp with its git repository and destination namespace, nothing committed yet; on a
+// real node, with the host directory of its hooks.
+func newRealHookApp(t testing.TB, stack *RealArgoCD, name string) *RealHookApp {
+	t.Helper()
+	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName(name), Namespace: stack.Env.Namespace(t),
+		runs: map[string]PodRun{}, released: map[string]bool{}, Node: stack.Env.node}
+	if a.Node != nil {
+		a.HostDir = filepath.Join(a.Node.Dir, "hooks", a.Namespace)
+		if err := os.MkdirAll(a.HostDir, 0o755); err != nil {
+			t.Fatalf("testenv: creating the hooks' host directory: %v", err)
+		}
+	}
+	return a
+}
+
+// unseenHooks returns the names of the PodSucceedsUnseen hooks.
+func unseenHooks(hooks []RealHook) []string {
+	var names []string
+	for _, h := range hooks {
+		if h.Run == PodSucceedsUnseen {
+			names = append(names, h.Name)
+		}
+	}
+	return names
+}
+
+// playKubelet starts the played kubelet with decide for the app's namespace, unless the app's Pods run on a real
+// node.
+func (a *RealHookApp) playKubelet(t testing.TB, decide PodDecision) {
+	t.Helper()
+	if a.Node == nil {
+		a.Kubelet = a.Stack.Env.Kubelet(t, a.Namespace, decide)
+	}
 }
 
 // Update rewrites the ConfigMap and hooks in git and commits (the next sync uses them).
@@ -224,9 +268,6 @@ func (a *RealHookApp) write(t testing.TB, cm ConfigMapData, hooks []RealHook) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, h := range hooks {
-		if a.Node != nil && h.Image != "" {
-			t.Fatalf("testenv: hook %s: a real node runs only %s (RealHook.Image is for the played kubelet)", h.Name, NodeBusyboxImage)
-		}
 		a.Repo.Write(t, "app/hook-"+h.Name+".yaml", h.manifest(a.HostDir))
 		a.runs[h.Name] = h.Run
 	}
@@ -529,25 +570,56 @@ func ScenarioRealFastHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
 }
 
 // ScenarioRealSlowAndFastWave: one PreSync wave with two hooks, "slow" (its Pod held Running until Release) and
-// "fast" (ttlSecondsAfterFinished: 0, exits at once). It returns once the fast Job has completed and the TTL
-// controller has deleted it (on v3 it stays deleting, held by the hook finalizer until the wave ends — by design;
-// on v2 it is gone). The operation is Running, healthy: Release("slow") lets it finish.
+// "fast" (ttlSecondsAfterFinished: 0, exits before the controller looks: PodSucceedsUnseen). It returns once the
+// fast Job has completed and the TTL controller has deleted it (on v3 it stays deleting, held by the hook finalizer
+// until the wave ends — by design; on v2 it is gone). The operation is Running, healthy: Release("slow") lets it
+// finish. On a real node the resumed v2.14.21 controller can still replay the fast Job's completion from its watch
+// before the deletion and see it finish after all: that app is left (its slow hook released) and another one tried,
+// at most unseenAttempts times.
 func ScenarioRealSlowAndFastWave(t testing.TB, stack *RealArgoCD) *RealHookApp {
 	t.Helper()
-	app := NewRealHookApp(t, stack, "slow-fast-wave", ConfigMapData{},
-		RealHook{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
-		RealHook{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceeds})
-	app.Sync(t)
-	// Created by the controller first (absent before), then deleted by the TTL controller once complete.
-	created := false
-	if !app.WaitJob(t, "fast", 2*time.Minute, func(job *batchv1.Job) bool {
-		created = created || job != nil
-		return created && (job == nil || job.DeletionTimestamp != nil)
-	}) {
-		_, desc := app.JobState(t, "fast")
-		t.Fatalf("testenv: the fast hook Job was not TTL-deleted within 2m (%s; operation %s)", desc, DescribeOperation(app.Get(t)))
+	for attempt := 1; ; attempt++ {
+		app := NewRealHookApp(t, stack, "slow-fast-wave", ConfigMapData{},
+			RealHook{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
+			RealHook{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceedsUnseen})
+		app.Sync(t)
+		// Created by the controller first (absent before), then deleted by the TTL controller once complete.
+		created := false
+		if !app.WaitJob(t, "fast", 2*time.Minute, func(job *batchv1.Job) bool {
+			created = created || job != nil
+			return created && (job == nil || job.DeletionTimestamp != nil)
+		}) {
+			_, desc := app.JobState(t, "fast")
+			t.Fatalf("testenv: the fast hook Job was not TTL-deleted within 2m (%s; operation %s)", desc, DescribeOperation(app.Get(t)))
+		}
+		if !app.sawUnseenHook(t, "fast") || attempt == unseenAttempts {
+			return app
+		}
+		t.Logf("testenv: attempt %d: the resumed controller replayed the fast hook's completion and saw it finish: %s",
+			attempt, DescribeOperation(app.Get(t)))
+		app.Release(t, "slow")
 	}
-	return app
+}
+
+// unseenAttempts bounds the apps a scenario tries until a PodSucceedsUnseen hook's run stays unseen on a real node.
+const unseenAttempts = 3
+
+// unseenReplayWindow is how long sawUnseenHook watches the operation after the controller resumed: it replays what
+// it missed while paused within a second or two.
+const unseenReplayWindow = 10 * time.Second
+
+// sawUnseenHook reports whether, on a real node, Argo CD v2 recorded the PodSucceedsUnseen hook name Succeeded
+// within unseenReplayWindow after its Job was deleted (the replay of its watch events after the race loser resumed
+// it); it is false with the played kubelet and on v3, whose hook finalizer keeps the Job until the controller saw it.
+func (a *RealHookApp) sawUnseenHook(t testing.TB, name string) bool {
+	t.Helper()
+	if a.Node == nil || a.Stack.Version != ArgoCDV2 {
+		return false
+	}
+	_, saw := a.WaitApp(t, unseenReplayWindow, func(app *v1alpha1.Application) bool {
+		return HookResult(app, name) == synccommon.OperationSucceeded
+	})
+	return saw
 }
 
 // ScenarioRealRunningHook: a sync still running its PreSync hook (Pod held Running until Release): healthy. It

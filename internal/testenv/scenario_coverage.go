@@ -2,6 +2,9 @@ package testenv
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,9 +54,21 @@ spec:
           httpGet: {path: /healthz, port: 8080}
 `
 
+// nodeHealthWaitDeployment is healthWaitDeployment on a real node: busybox's httpd serves the host directory
+// hostDir/www on port 8080, where /healthz answers 404 (not Ready) until MakeReady writes the file.
+func nodeHealthWaitDeployment(hostDir string) string {
+	return strings.Replace(healthWaitDeployment, "        image: registry.example.com/web:1\n",
+		"        image: "+NodeBusyboxImage+"\n        imagePullPolicy: Never\n"+
+			"        command: [httpd, -f, -p, \"8080\", -h, "+nodeHookDir+"/www]\n"+
+			"        volumeMounts:\n        - {name: www, mountPath: "+nodeHookDir+"/www}\n", 1) +
+		"      terminationGracePeriodSeconds: 1\n" +
+		"      volumes:\n      - name: www\n        hostPath: {path: " + strconv.Quote(filepath.Join(hostDir, "www")) + ", type: Directory}\n"
+}
+
 // HealthWaitApp is a RealHookApp whose source also has the Deployment HealthWaitDeployment (wave -1): the real
-// deployment and replicaset controllers create its Pod, and the played kubelet leaves the Pod Pending (never Ready)
-// until MakeReady, after which it reports it Running and Ready and the Deployment becomes available.
+// deployment and replicaset controllers create its Pod, which is not Ready until MakeReady. With the played kubelet
+// the Pod stays Pending until then, after which the kubelet reports it Running and Ready; on a real node it runs an
+// HTTP server whose readiness probe fails until MakeReady writes the file it asks for (nodeHealthWaitDeployment).
 type HealthWaitApp struct {
 	*RealHookApp
 	ready   atomic.Bool
@@ -65,14 +80,23 @@ type HealthWaitApp struct {
 func ScenarioRealHealthWait(t testing.TB, stack *RealArgoCD, name string) (*HealthWaitApp, time.Time) {
 	t.Helper()
 	a := &HealthWaitApp{RealHookApp: NewRealHookApp(t, stack, name, ConfigMapData{})}
-	a.Repo.Write(t, "app/deployment.yaml", healthWaitDeployment)
-	a.Repo.Commit(t, "deployment "+a.Name)
-	a.kubelet = stack.Env.Kubelet(t, a.Namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
-		if pod.Labels["app"] != HealthWaitDeployment || !a.ready.Load() {
-			return "", false
+	if a.Node != nil {
+		if err := os.MkdirAll(filepath.Join(a.HostDir, "www"), 0o755); err != nil {
+			t.Fatalf("testenv: creating the web server's host directory: %v", err)
 		}
-		return corev1.PodRunning, true
-	})
+		a.Repo.Write(t, "app/deployment.yaml", nodeHealthWaitDeployment(a.HostDir))
+	} else {
+		a.Repo.Write(t, "app/deployment.yaml", healthWaitDeployment)
+	}
+	a.Repo.Commit(t, "deployment "+a.Name)
+	if a.Node == nil {
+		a.kubelet = stack.Env.Kubelet(t, a.Namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
+			if pod.Labels["app"] != HealthWaitDeployment || !a.ready.Load() {
+				return "", false
+			}
+			return corev1.PodRunning, true
+		})
+	}
 	start := time.Now()
 	a.Sync(t)
 	if got, ok := a.WaitApp(t, 2*time.Minute, func(app *v1alpha1.Application) bool {
@@ -83,8 +107,16 @@ func ScenarioRealHealthWait(t testing.TB, stack *RealArgoCD, name string) (*Heal
 	return a, start
 }
 
-// MakeReady has the kubelet report the Deployment's Pods Running and Ready from now on.
-func (a *HealthWaitApp) MakeReady() {
+// MakeReady has the Deployment's Pods become Ready from now on: the played kubelet reports them Running and Ready; on
+// a real node their readiness probe's file appears, and the kubelet's next probe passes.
+func (a *HealthWaitApp) MakeReady(t testing.TB) {
+	t.Helper()
+	if a.Node != nil {
+		if err := os.WriteFile(filepath.Join(a.HostDir, "www", "healthz"), []byte("ok\n"), 0o644); err != nil {
+			t.Fatalf("testenv: making %s ready: %v", HealthWaitDeployment, err)
+		}
+		return
+	}
 	a.ready.Store(true)
 	a.kubelet.Poke()
 }

@@ -20,8 +20,9 @@ import (
 const RolloutStuckApp = "stuck"
 
 // rolloutSteps are RealRollout's Applications in step order, with what each one's directory in git holds: a
-// ConfigMap (Healthy once synced), a Deployment whose Pod the played kubelet leaves Pending (the app stays
-// Progressing: progressDeadlineSeconds is long), and another ConfigMap.
+// ConfigMap (Healthy once synced), a Deployment whose Pod never becomes Ready — the played kubelet leaves it Pending,
+// a real node cannot pull its image (nothing is pulled there) — so the app stays Progressing (progressDeadlineSeconds
+// is long), and another ConfigMap.
 var rolloutSteps = []struct{ name, manifest string }{
 	{"first", rolloutConfigMap("first-settings")},
 	{RolloutStuckApp, `apiVersion: apps/v1

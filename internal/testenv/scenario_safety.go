@@ -131,16 +131,17 @@ const GenerateNameHookPrefix = "clean-reports-"
 
 // ScenarioRealGenerateNameFastHook is ScenarioRealFastHook with a hook Job named by generateName (as Helm charts and
 // Kyverno's clean-reports hook write it): gitops-engine names it <prefix><rev7>-<phase>-<startedAt>, a new name for
-// every operation. ttlSecondsAfterFinished: 0 and a Pod that exits 0 at once: on v2.14.21 the real TTL controller
-// deletes the Job before the controller sees it finish, every time. It returns right after the sync starts.
+// every operation. ttlSecondsAfterFinished: 0 and a Pod that exits 0 before the controller looks
+// (PodSucceedsUnseen; on a real node the race loser pauses the controller for every run): on v2.14.21 the real TTL
+// controller deletes the Job before the controller sees it finish, every time. It returns right after the sync starts.
 func ScenarioRealGenerateNameFastHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
 	t.Helper()
-	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName("generatename-hook"), Namespace: stack.Env.Namespace(t),
-		runs: map[string]PodRun{}, released: map[string]bool{}}
+	a := newRealHookApp(t, stack, "generatename-hook")
 	a.write(t, ConfigMapData{}, nil)
-	a.Repo.Write(t, "app/hook-clean-reports.yaml", generateNameHookManifest(GenerateNameHookPrefix))
+	a.Repo.Write(t, "app/hook-clean-reports.yaml", generateNameHookManifest(GenerateNameHookPrefix, a.HostDir))
 	a.Repo.Commit(t, "app "+a.Name)
-	a.Kubelet = stack.Env.Kubelet(t, a.Namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
+	a.loseRaces(t, GenerateNameHookPrefix)
+	a.playKubelet(t, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
 		job := pod.Labels[batchv1.JobNameLabel]
 		if job == "" {
 			job = pod.Labels["job-name"]
@@ -162,8 +163,14 @@ func ScenarioRealGenerateNameFastHook(t testing.TB, stack *RealArgoCD) *RealHook
 	return a
 }
 
-// generateNameHookManifest is a PreSync hook Job with metadata.generateName prefix, ttlSecondsAfterFinished: 0.
-func generateNameHookManifest(prefix string) string {
+// generateNameHookManifest is a PreSync hook Job with metadata.generateName prefix, ttlSecondsAfterFinished: 0: for
+// the played kubelet (hostDir empty) with a container that never runs, on a real node RealHook's container exiting 0
+// at once (its starts counted in hostDir/<prefix>.runs, HookRuns(hostDir, prefix)).
+func generateNameHookManifest(prefix, hostDir string) string {
+	if hostDir != "" {
+		job := RealHook{Name: prefix, Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceedsUnseen}.manifest(hostDir)
+		return strings.Replace(job, "  name: "+prefix+"\n", "  generateName: "+prefix+"\n", 1)
+	}
 	return fmt.Sprintf(`apiVersion: batch/v1
 kind: Job
 metadata:
@@ -185,18 +192,19 @@ spec:
 
 // ScenarioRealAutoSyncedMultiSourceLostHook: an auto-synced (syncPolicy.automated) Application with two sources from
 // its git repository — "app" (the ConfigMap and a PreSync hook Job "clean-reports" with ttlSecondsAfterFinished: 0
-// whose Pod exits 0 at once) and "extra" (a ConfigMap "extra-settings") — whose first sync the controller starts by
+// whose Pod exits 0 before the controller looks: PodSucceedsUnseen) and "extra" (a ConfigMap "extra-settings") — whose
+// first sync the controller starts by
 // itself. Its operation carries the resolved revision of each source. On v2.14.21 the TTL controller deletes the
 // hook before the controller sees it finish, and the operation waits forever. It returns once the auto-sync's
 // operation is Running.
 func ScenarioRealAutoSyncedMultiSourceLostHook(t testing.TB, stack *RealArgoCD) *RealHookApp {
 	t.Helper()
-	a := &RealHookApp{Stack: stack, Repo: NewGitRepo(t), Name: uniqueName("multi-source-auto"), Namespace: stack.Env.Namespace(t),
-		runs: map[string]PodRun{}, released: map[string]bool{}}
-	a.write(t, ConfigMapData{}, []RealHook{{Name: "clean-reports", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceeds}})
+	a := newRealHookApp(t, stack, "multi-source-auto")
+	a.write(t, ConfigMapData{}, []RealHook{{Name: "clean-reports", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodSucceedsUnseen}})
 	a.Repo.Write(t, "extra/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra-settings\ndata:\n  k: v\n")
 	a.Repo.Commit(t, "app "+a.Name)
-	a.Kubelet = stack.Env.Kubelet(t, a.Namespace, a.decide)
+	a.playKubelet(t, a.decide)
+	a.loseRaces(t, "clean-reports")
 	start := time.Now()
 	stack.CreateApplication(t, &v1alpha1.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: stack.Namespace, Labels: map[string]string{RealAppLabel: a.Name}},

@@ -49,14 +49,14 @@ func healthOf(app *v1alpha1.Application) string {
 
 // Issue 30 item 4 (argo-cd #17314) on the real controllers: a sync whose first wave is a Deployment (wave -1, before
 // the ConfigMap) waits for the Deployment's health before the next wave; the real deployment and replicaset
-// controllers create its Pod, which the played kubelet leaves Pending, never Ready, so the Deployment stays
-// Progressing and the operation Running on "waiting for healthy state of apps/Deployment/web". serve announces
-// argocd/waiting-for-health about the Application, naming the Deployment and its health, and nothing else; once the
-// Pod becomes Ready the sync moves on by itself and the incident resolves. The near miss: the same sync whose Pod
-// becomes Ready within the threshold is not reported, and serve looked at it.
+// controllers create its Pod, which runs on the real node and is never Ready (its readiness probe fails), so the
+// Deployment stays Progressing and the operation Running on "waiting for healthy state of apps/Deployment/web". serve
+// announces argocd/waiting-for-health about the Application, naming the Deployment and its health, and nothing else;
+// once the Pod becomes Ready the sync moves on by itself and the incident resolves. The near miss: the same sync whose
+// Pod becomes Ready within the threshold is not reported, and serve looked at it.
 func TestSyncWaitingForHealthForever(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a sync waiting for a Deployment that never becomes healthy is reported", func(t *testing.T) {
 			t.Parallel()
@@ -77,7 +77,7 @@ func TestSyncWaitingForHealthForever(t *testing.T) {
 			require.Contains(t, root.Blocks, "argocd app terminate-op", "the message says how to abort")
 			r.Syncmedic = "argocd/waiting-for-health announced about the Application, naming the Deployment, Progressing"
 
-			app.MakeReady()
+			app.MakeReady(t)
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			require.True(t, ok, "the sync moves on once the Pod is Ready: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
@@ -100,10 +100,13 @@ func TestSyncWaitingForHealthForever(t *testing.T) {
 			// refresh, whose watch event carries the health on v3 too), then let the Pod become Ready.
 			time.Sleep(healthThreshold / 2)
 			require.NotEmpty(t, d.evaluations(app.RealHookApp, from), "serve evaluated the waiting sync")
-			app.MakeReady()
+			app.MakeReady(t)
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			waited := time.Since(start).Round(time.Second)
-			r.Controller = fmt.Sprintf("operation waited on %s for %s; then Pod made Ready: %s within %s", testenv.HealthWaitMessage, healthThreshold/2, testenv.DescribeOperation(after), waited)
+			// The row says the bound, not the time measured: on the real node the Pod turns Ready at the kubelet's next
+			// readiness probe (every 10 s), so the time varies from run to run.
+			t.Logf("the sync finished %s after it started", waited)
+			r.Controller = fmt.Sprintf("operation waited on %s for %s; then Pod made Ready: %s before the %s threshold", testenv.HealthWaitMessage, healthThreshold/2, testenv.DescribeOperation(after), healthThreshold)
 			require.True(t, ok, "the sync moves on once the Pod is Ready: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))
 			require.Less(t, waited, healthThreshold, "the near miss must end within the threshold")
@@ -127,7 +130,7 @@ func TestSyncWaitingForHealthForever(t *testing.T) {
 // the incident resolves. The near miss: the same failure fixed by a new commit within the threshold is not reported.
 func TestFailedAutoSyncNeverRetried(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a failed automated sync the controller will not retry is reported", func(t *testing.T) {
 			t.Parallel()

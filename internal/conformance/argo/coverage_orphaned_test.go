@@ -34,7 +34,7 @@ rules:
 // nothing else is announced, and the incident resolves.
 func TestOrphanedOperationStateIsReplacedByASync(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" an operation state left Running after .operation was cleared is reported and synced over once", func(t *testing.T) {
 			t.Parallel()
@@ -44,7 +44,7 @@ func TestOrphanedOperationStateIsReplacedByASync(t *testing.T) {
 			app, _ := testenv.ScenarioRealHealthWait(t, stack, "orphaned")
 			started := app.Get(t).Status.OperationState.StartedAt
 			app.ClearOperation(t)
-			app.MakeReady()
+			app.MakeReady(t)
 			// The controller would have finished the sync within this window had it still processed it.
 			orphaned, changed := app.WaitApp(t, controllerWindow, func(a *v1alpha1.Application) bool {
 				return a.Operation != nil || phase(a) != synccommon.OperationRunning
@@ -102,7 +102,7 @@ func TestOrphanedOperationStateIsReplacedByASync(t *testing.T) {
 			require.True(t, strings.HasPrefix(held.Status.OperationState.Message, testenv.HealthWaitMessage), testenv.DescribeOperation(held))
 			r.Controller = fmt.Sprintf("operation %s with .operation set, past the threshold", testenv.DescribeOperation(held))
 			r.Syncmedic = fmt.Sprintf("no finding for %s (operation-orphaned %s): evaluated %d times, nothing found", window, orphanThreshold, n)
-			app.MakeReady()
+			app.MakeReady(t)
 			after, ok := app.WaitApp(t, remedyWithin, completedSince(start))
 			require.True(t, ok, "the sync moves on once the Pod is Ready: %s", testenv.DescribeOperation(after))
 			require.Equal(t, synccommon.OperationSucceeded, phase(after), testenv.DescribeOperation(after))

@@ -34,7 +34,7 @@ rules:
 // blocks it, and the incident resolves once the resource and the Application are gone.
 func TestAppDeletionHeldByAResource(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" an app whose ConfigMap cannot go is reported with that ConfigMap until both are gone", func(t *testing.T) {
 			t.Parallel()

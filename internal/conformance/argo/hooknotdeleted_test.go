@@ -34,7 +34,7 @@ routes:
 // application-controller creates the new hook, the sync succeeds and the incident resolves.
 func TestOldHookHeldByAForeignFinalizer(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a sync waiting for the deletion of an old hook held by another finalizer is reported", func(t *testing.T) {
 			t.Parallel()

@@ -19,7 +19,7 @@ import (
 // Issue 13 item 7 on the real Argo CD: one object, one plan. A named PreSync hook Job whose failed run is kept
 // (hook-delete-policy HookSucceeded) also carries argocd.argoproj.io/hook-finalizer — as Argo CD v2.14.3, the only
 // 2.x release that added it, leaves it on a hook it kept, and 2.14.4+ never removes it (the test plays that
-// v2.14.3, as it plays the kubelet); then its template is fixed in git and the app synced again. Every sync fails
+// v2.14.3); then its template is fixed in git and the app synced again. Every sync fails
 // ("field is immutable"), and the Job matches two rules at once, each with an automatic remedy: hook-immutable and
 // hook-finalizer-stuck. With every hook rule on auto, syncmedic opens one incident for the Job (hook-immutable, the
 // finalizer finding folded into its evidence) and applies one remedy, once: remove the hook finalizer. It does not
@@ -31,7 +31,7 @@ import (
 // strips the leftover finalizer itself, and only hook-immutable (no automatic remedy) remains.
 func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a kept immutable hook that also holds the hook finalizer gets one incident and at most one remedy", func(t *testing.T) {
 			t.Parallel()
@@ -130,7 +130,7 @@ rules:
 // (gitops-engine #770): only hook-not-deleted remains there, and nothing is applied.
 func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" an old hook held by the hook finalizer and another controller's gets one remedy and the rest is reported", func(t *testing.T) {
 			t.Parallel()

@@ -74,11 +74,11 @@ func findingAbout(t *testing.T, c argocd.Client, app *testenv.RealHookApp, rule 
 // without a TTL the finished Job stays, complete, holding the finalizer). v2.14.21 never adds the hook finalizer
 // (only v2.14.3 did in 2.x), and v3.6.1 neither leaks it on a failed wave nor keeps it on a finished hook
 // (TestHookFinalizerLeakedByAFailedWave): on those two the test plays the older release that left it on a finished
-// hook before the upgrade (v2.14.3; a leaky 3.0.x), as it plays the kubelet; argocd-server and the controller are the
+// hook before the upgrade (v2.14.3; a leaky 3.0.x); argocd-server and the controller are the
 // version's own.
 func TestRemovingAHookFinalizerFollowsAFinalizerListThatMoved(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	cases := []struct {
 		version, how, job string
 		// held returns the app once a hook Job of name job holds the hook finalizer, with no operation running.
@@ -186,7 +186,7 @@ func TestRemovingAHookFinalizerFollowsAFinalizerListThatMoved(t *testing.T) {
 // runs and progresses; the real controller releases the Job itself once the slow hook exits.
 func TestHookFinalizerIsNotRemovedWhileItsOperationProgresses(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3Leaky, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a TTL-deleted hook held by the hook finalizer during its wave is left alone", func(t *testing.T) {
 			t.Parallel()

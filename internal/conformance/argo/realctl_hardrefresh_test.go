@@ -95,7 +95,7 @@ func reconciledAt(app *v1alpha1.Application) time.Time {
 // watch sees "normal").
 func TestHardRefreshOnTheRealController(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3, testenv.ArgoCDV2} {
 		t.Run("on "+version+" a hard refresh reaches the controller, which compares with git's new commit at once", func(t *testing.T) {
 			t.Parallel()

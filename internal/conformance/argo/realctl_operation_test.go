@@ -46,7 +46,7 @@ var progressSteps = []string{"step-1", "step-2", "step-3", "step-4"}
 // nothing is announced, and serve's log shows it evaluated the application (hooks read) with no finding throughout.
 func TestOperationStuckOnTheRealController(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3, testenv.ArgoCDV2} {
 		t.Run("on "+version, func(t *testing.T) {
 			t.Parallel()

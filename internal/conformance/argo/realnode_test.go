@@ -38,7 +38,7 @@ const unattendedWatch = 20 * time.Second
 // v3.6.1's hook finalizer holds the Job until the controller saw it finish: the sync succeeds, nothing is reported,
 // and the migration ran once.
 func TestALostMigrationHookNeverRunsTwiceUnattended(t *testing.T) {
-	env := testenv.RealNodeWhileUsed(t).Env
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		v2 := version == testenv.ArgoCDV2
 		name := "on " + version + " a lost migration hook is reported, its re-run only proposed, and it ran once"
@@ -48,7 +48,6 @@ func TestALostMigrationHookNeverRunsTwiceUnattended(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := row(version, "migration hook (PreSync, ttlSecondsAfterFinished: 0) TTL-deleted while the controller does not look (paused), serve on auto without rerunHooks")
-			r.Kubelet = "real"
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			record(t, r)
 			race := fastHookRace(t, stack, "migration", "db-migrate", v2)

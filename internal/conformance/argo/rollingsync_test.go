@@ -47,7 +47,7 @@ func scanRollout(t *testing.T, c *argocd.APIClient, ro *testenv.RealRollout) ([]
 // and not reported.
 func TestRollingSyncStalled(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a RollingSync step whose application never becomes healthy is reported", func(t *testing.T) {
 			t.Parallel()

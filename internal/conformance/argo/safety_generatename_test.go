@@ -30,7 +30,7 @@ const (
 // person instead of terminating and re-syncing again (and re-running every hook) in a loop.
 func TestGenerateNameHookIsNotReSyncedInALoop(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	t.Run("on "+version+" a generateName TTL-0 hook lost on every operation is terminated and re-synced once, not in a loop", func(t *testing.T) {
 		t.Parallel()

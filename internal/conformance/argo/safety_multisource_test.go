@@ -24,7 +24,7 @@ import (
 // is the near miss on v2.14.21, not the refusal, which needs a lost hook on v3.6.1 (the TTL-0 race does not lose it).
 func TestAutoSyncedMultiSourceAppIsNotLeftTerminated(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	t.Run("on "+version+" terminate-and-resync of an auto-synced multi-source app either re-syncs or does not terminate", func(t *testing.T) {
 		t.Parallel()

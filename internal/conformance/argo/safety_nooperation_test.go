@@ -36,7 +36,7 @@ const noOperationWithin = 30 * time.Second
 // terminated or synced, and the remedy is not repeated.
 func TestTerminateStopsAtOnceOnAnOrphanedOperationState(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	r := row(version, "lost hook whose operation state stays Running after .operation was cleared by hand (argo-cd #17155 workaround, played); "+safetyThresholds)
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})

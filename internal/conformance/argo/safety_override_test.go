@@ -44,7 +44,7 @@ const overrideSetting = testenv.RequireOverrideForRevisionSync + `: "true"`
 // With override (admin) the same remedy terminates and syncs the same commit again, once, and the new sync succeeds.
 func TestTerminateAndResyncNeedsTheOverridePermission(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV3
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 	on := "true"

@@ -38,7 +38,7 @@ import (
 // hook's finalizer. The new hook's finalizer stays, and the sync completes.
 func TestAReCreatedHookKeepsItsFinalizer(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV3
 	ctx := context.Background()
 	r := row(version, "remove-hook-finalizer of an old incident run after a new sync re-created the hook under the same name (finalizer left by a leaky 3.0.x, played)")

@@ -44,7 +44,7 @@ const retryThresholds = "serve on auto: hook-finalizer-stuck 3s, hook-completion
 // good (retryLosesItsHook), and only there may syncmedic act.
 func TestRetryBackoffIsNotALostHook(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" an operation backing off before its retry is neither reported nor touched", func(t *testing.T) {
 			t.Parallel()

@@ -39,7 +39,7 @@ const (
 // argocd/hook-completion-missed reports exactly that hook — the stuck variant is still found.
 func TestDenyWindowOpenedMidWave(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3, testenv.ArgoCDV3Leaky, testenv.ArgoCDV2} {
 		t.Run("on "+version+" a sync paused by a deny window is neither reported nor touched", func(t *testing.T) {
 			t.Parallel()

@@ -34,7 +34,7 @@ const lostHookWindowQuiet = 45 * time.Second
 // and only syncmedic's unattended-window check holds the remedy.
 func TestLostHookIsNotTerminatedUnderADenyWindow(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3Leaky, testenv.ArgoCDV2} {
 		t.Run("on "+version+" a lost hook under a deny window is not terminated until the window closes", func(t *testing.T) {
 			t.Parallel()

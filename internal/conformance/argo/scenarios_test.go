@@ -50,9 +50,19 @@ const routes = `routes:
 
 const routedChannel = "#argocd-default-project"
 
-// row is a conformance row recorded when the test ends, with whatever the test filled in by then.
+// argoEnv is the control plane every Argo CD stack of this package runs on: the real node's (RealNodeWhileUsed), so
+// that the hooks of every scenario (RealHookApp) and the Deployments' Pods run as containers under a real kubelet,
+// with the node's own timing. The node is one per machine: the other test binaries that need it wait until this
+// one's last test has ended (and nodeIdleGrace has passed).
+func argoEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	return testenv.RealNodeWhileUsed(t).Env
+}
+
+// row is a conformance row recorded when the test ends, with whatever the test filled in by then. Every scenario of
+// this package runs its Pods on the real node (argoEnv): its rows say "kubelet: real".
 func row(version, scenario string) *conformance.Row {
-	r := &conformance.Row{Tool: "Argo CD", Version: version, Scenario: scenario,
+	r := &conformance.Row{Tool: "Argo CD", Version: version, Scenario: scenario, Kubelet: "real",
 		Controller: "(test ended before observing)", Syncmedic: "(test ended before observing)"}
 	return r
 }
@@ -146,10 +156,9 @@ func phase(app *v1alpha1.Application) synccommon.OperationPhase { return testenv
 // finish: the sync succeeds, nothing is reported, and the hook ran once.
 //
 // It runs before the parallel tests (not t.Parallel; its two versions in parallel), beside
-// TestALostMigrationHookNeverRunsTwiceUnattended: the real node of this binary (RealNodeWhileUsed) stops once both
-// are done, so the internal/testenv binary of the same `make test` gets the machine's one node early.
+// TestALostMigrationHookNeverRunsTwiceUnattended.
 func TestFastHookJobWithTTLZero(t *testing.T) {
-	env := testenv.RealNodeWhileUsed(t).Env
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		v2 := version == testenv.ArgoCDV2
 		name := "on " + version + " a hook Job deleted by its TTL before the controller saw it finish leaves the sync waiting, and is reported and recovered"
@@ -159,7 +168,6 @@ func TestFastHookJobWithTTLZero(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := row(version, "fast hook Job (ttlSecondsAfterFinished: 0) completing and TTL-deleted while the controller does not look (paused)")
-			r.Kubelet = "real"
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			record(t, r)
 			race := fastHookRace(t, stack, "fast-hook", "clean-reports", v2)
@@ -282,7 +290,7 @@ const notifyThresholds = "notify only: hook-finalizer-stuck 3s, hook-completion-
 // fast Job.
 func TestSlowAndFastHookWaveIsNotStuckOnV3(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV3
 	t.Run("on "+version+" a TTL-deleted hook waiting for its wave is neither reported nor touched", func(t *testing.T) {
 		t.Parallel()
@@ -318,7 +326,7 @@ func TestSlowAndFastHookWaveIsNotStuckOnV3(t *testing.T) {
 // argocd/hook-completion-missed is reported once it has exited.
 func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	t.Run("on "+version+" a TTL-deleted hook beside a slow one is reported only once the slow one has exited", func(t *testing.T) {
 		t.Parallel()
@@ -353,7 +361,7 @@ func TestSlowAndFastHookWaveLosesTheFastHookOnV2(t *testing.T) {
 // Healthy near miss: a sync whose PreSync hook is still running (a long migration). Nothing is reported or done.
 func TestSyncRunningItsHookIsNotStuck(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a sync waiting for a running hook is neither reported nor touched", func(t *testing.T) {
 			t.Parallel()
@@ -384,7 +392,7 @@ func TestSyncRunningItsHookIsNotStuck(t *testing.T) {
 // the app syncs again. The same steps on v3.6.1 leave nothing behind and nothing is reported.
 func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV3Leaky, testenv.ArgoCDV3} {
 		leaky := version == testenv.ArgoCDV3Leaky
 		name := "on " + version + " a wave that fails to apply leaves no hook holding the finalizer"
@@ -441,7 +449,7 @@ func TestHookFinalizerLeakedByAFailedWave(t *testing.T) {
 // gets the real controller past it.
 func TestImmutableHookTemplateChange(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a fixed template of a kept failed hook Job fails every sync and is reported", func(t *testing.T) {
 			t.Parallel()

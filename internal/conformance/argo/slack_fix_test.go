@@ -36,7 +36,7 @@ rules:
 // goes through argocd-server, the real controller's same sync completes, and the thread, the log line and the
 // Kubernetes Event name the member.
 func TestFixFromTheSlackThreadOnTheRealController(t *testing.T) {
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: testenv.ArgoCDV2})
 	app, start := testenv.ScenarioRealOldHookHeldBy(t, stack, testenv.HookFinalizer)
 	require.True(t, app.WaitJob(t, "migrate", controllerWindow, func(j *batchv1.Job) bool {

@@ -58,7 +58,7 @@ const slackSilenceFor = 20 * time.Second
 // policy, remedied unattended: one PatchResource, the operation untouched.
 func TestASilenceFromSlackHoldsBackASecondIncidentOnTheRealController(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	for _, version := range []string{testenv.ArgoCDV2, testenv.ArgoCDV3} {
 		t.Run("on "+version+" a silence from Slack holds back a second incident until it ends by itself", func(t *testing.T) {
 			t.Parallel()

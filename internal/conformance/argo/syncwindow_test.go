@@ -64,7 +64,7 @@ func setDenyWindowFor(t *testing.T, stack *testenv.RealArgoCD, app string, on, m
 // window") and the hook rules stay silent: TestDenyWindowOpenedMidWave.
 func TestSyncWindowHoldsTheTerminateOfALostHook(t *testing.T) {
 	t.Parallel()
-	env := testenv.KubeWithControllers(t)
+	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	r := row(version, "lost hook while a deny sync window with manualSync is open (terminate-and-resync guarded)")
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})

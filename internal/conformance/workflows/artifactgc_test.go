@@ -185,6 +185,12 @@ func TestArtifactGCFinalizerOfAFailedWorkflowWithoutArtifactsOnV362(t *testing.T
 	row.Syncmedic = "no finding, nothing applied (serve evaluated the cluster through the deletion)"
 }
 
+// The tests of this file play the kubelet (Env.Kubelet), not the real node (issue 28): the workflow-controller's
+// Pods are its own specs, running Argo Workflows' executor (argoexec) in their init, wait and artifact-gc containers,
+// which the node has no image of; the executor's part is played too (wfreal), so each Pod's outcome and moment —
+// a step failing, the package step held until its outputs are reported, a garbage-collection Pod run only once the
+// test lets it — is the exact interleaving the test chooses, which a node running those specs cannot give.
+
 // gcKubelet plays the kubelet for the compressed-node-status test: steps named publish fail, the package step waits
 // for the test (which reports its outputs first), and a Workflow's artifact-gc Pod runs only once the test let it.
 type gcKubelet struct {
