@@ -102,8 +102,8 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\b(for|waited|took) (?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+\b`), "$1 Xs"},
 	{regexp.MustCompile(`\b(?:\d+(?:\.\d+)?(?:h|ms|µs|us|ns|m|s))+ (later|ago|after its)\b`), "Xs $1"},
 	// How often serve evaluated an object during a near miss: the test asserts at least once; the count follows
-	// the watch's timing. "evaluated 44 times", "its dependent 14 times".
-	{regexp.MustCompile(`\b(evaluated|dependent) \d+ times\b`), "$1 N times"},
+	// the watch's timing. "evaluated 44 times", "its dependent 14 times", "scanned 18 times".
+	{regexp.MustCompile(`\b(evaluated|dependent|scanned) \d+ times\b`), "$1 N times"},
 	// Git revisions of the test's repositories (their commits carry the time they were made), and the names
 	// gitops-engine gives generateName hooks: <prefix><rev7>-<phase>-<the operation's start, Unix seconds>.
 	{regexp.MustCompile(`\b[0-9a-f]{40}\b`), "REVISION"},

@@ -108,6 +108,8 @@ func TestNormalizeReplacesWhatChangesFromRunToRun(t *testing.T) {
 			"since TIMESTAMP, uid UID"},
 		{"evaluation counts", "evaluated 44 times, its hooks read; the suspended release evaluated 17 times, its dependent 14 times; fails 3 times",
 			"evaluated N times, its hooks read; the suspended release evaluated N times, its dependent N times; fails 3 times"},
+		{"scan counts", "no finding until 35s after step 2's entry last changed: scanned 18 times, the ApplicationSet read each time",
+			"no finding until 35s after step 2's entry last changed: scanned N times, the ApplicationSet read each time"},
 		{"revisions and generateName hook names", "revisions [2d921daab3d21d03d0ed6cb0b4217261016dc673]: waiting for completion of hook batch/Job/clean-reports-239954b-presync-1795674691",
 			"revisions [REVISION]: waiting for completion of hook batch/Job/clean-reports-REV-presync-STARTED"},
 		{"Argo CD's time of day", "Retrying attempt #1 at 6:31AM. (hooks: report Running)", "Retrying attempt #1 at TIME. (hooks: report Running)"},

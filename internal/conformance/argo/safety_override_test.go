@@ -56,17 +56,28 @@ func TestTerminateAndResyncNeedsTheOverridePermission(t *testing.T) {
 		t.Parallel()
 		r := row(version, "lost fast hook of a manual sync (controller paused while the TTL-0 Job finished and went, the hook finalizer removed as a person does)")
 		record(t, r)
-		app := testenv.ScenarioRealWindowedWave(t, stack)
-		started := app.Get(t).Status.OperationState.StartedAt
-		loseHook(t, stack, app, "fast")
-		app.Release(t, "slow")
-		ended, ok := app.WaitApp(t, controllerWindow, func(a *v1alpha1.Application) bool {
-			st := a.Status.OperationState
-			return st != nil && st.StartedAt.Equal(&started) && st.Phase.Completed()
-		})
+		// The resumed application-controller can still replay the fast Job's completion from the watch events it
+		// queued while paused, before the deletion (on the real node it did once in a full run: Succeeded); the race
+		// is then run again on a new app, as fastHookRace does, so that the row describes the lost hook.
+		var ended *v1alpha1.Application
+		for attempt := 1; ; attempt++ {
+			app := testenv.ScenarioRealWindowedWave(t, stack)
+			started := app.Get(t).Status.OperationState.StartedAt
+			loseHook(t, stack, app, "fast")
+			app.Release(t, "slow")
+			var ok bool
+			ended, ok = app.WaitApp(t, controllerWindow, func(a *v1alpha1.Application) bool {
+				st := a.Status.OperationState
+				return st != nil && st.StartedAt.Equal(&started) && st.Phase.Completed()
+			})
+			require.True(t, ok, "the controller ends the operation: %s", testenv.DescribeOperation(ended))
+			if phase(ended) != synccommon.OperationSucceeded || testenv.HookResult(ended, "fast") != synccommon.OperationSucceeded || attempt == 3 {
+				break
+			}
+			t.Logf("attempt %d: the resumed controller saw the fast hook finish after all (%s); again on a new app", attempt, testenv.DescribeOperation(ended))
+		}
 		r.Controller = testenv.DescribeOperation(ended)
 		r.Syncmedic = "(nothing to act on: the operation is not Running, so hook-completion-missed and terminate-and-resync never apply)"
-		require.True(t, ok, "the controller ends the operation: %s", testenv.DescribeOperation(ended))
 		require.Equal(t, synccommon.OperationFailed, phase(ended), testenv.DescribeOperation(ended))
 		require.Equal(t, synccommon.OperationError, testenv.HookResult(ended, "fast"), "the hook is recorded as an error")
 		require.Contains(t, hookMessage(ended, "fast"), "is missing")
