@@ -18,7 +18,13 @@ build:
 # multi-call binary per tested version (hack/argocd-tools.sh); Argo Workflows' workflow-controller per tested version
 # (hack/workflows-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
 # the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh).
-tools: tools-kube tools-flux tools-argocd tools-workflows tools-alertmanager tools-helm tools-ui
+# The scripts are independent (each its own binaries, stamps and CRD directories; apt-get serialised by a lock), so two
+# run at once: a cold build spends part of each tool's time in a single-threaded link or module load, which the other
+# build fills. Longest first (Flux, Argo CD, the kube binaries); output is grouped per script.
+TOOLS_JOBS ?= 2
+TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui
+tools:
+	$(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
 
 tools-kube:
 	./hack/tools.sh

@@ -22,8 +22,9 @@ if ! command -v git >/dev/null 2>&1; then
   log "installing git (Debian package)"
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null
+  # `make tools` runs two tool scripts at once, and apt-get takes one caller at a time: wait for the other.
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get update -qq
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null
 fi
 
 # build VERSION TOOLDIR MODULE TOOLCHAIN: build MODULE/cmd from tools/TOOLDIR into bin/argocd-VERSION, copy its CRDs

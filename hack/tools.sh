@@ -35,8 +35,9 @@ if [ ${#DEBS[@]} -gt 0 ]; then
   log "installing ${DEBS[*]} (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${DEBS[@]}" >/dev/null
+  # `make tools` runs two tool scripts at once, and apt-get takes one caller at a time: wait for the other.
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get update -qq
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends "${DEBS[@]}" >/dev/null
 fi
 
 # build NAME TOOLDIR PACKAGE [LDFLAGS]: go build PACKAGE from tools/TOOLDIR into bin/NAME unless the stamp matches.

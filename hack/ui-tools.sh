@@ -19,8 +19,9 @@ log() { printf 'tools-ui: %s\n' "$*" >&2; }
 apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   local sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  # `make tools` runs two tool scripts at once, and apt-get takes one caller at a time: wait for the other.
+  flock /tmp/syncmedic-apt.lock $sudo apt-get update -qq
+  flock /tmp/syncmedic-apt.lock $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 if [ ! -x /usr/bin/chromium ]; then
