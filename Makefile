@@ -25,6 +25,7 @@ TOOLS_JOBS ?= 2
 TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui
 tools:
 	$(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
+	@echo "tools: ready in $(BIN): $$(ls '$(BIN)' | tr '\n' ' ')"
 
 tools-kube:
 	./hack/tools.sh

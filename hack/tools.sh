@@ -98,4 +98,3 @@ if [ "$(cat "$CRDS/.stamp" 2>/dev/null)" != "$CRDSTAMP" ]; then
   chmod u+w "$CRDS"/*.yaml
   echo "$CRDSTAMP" > "$CRDS/.stamp"
 fi
-log "ready: $(cd "$BIN" && ls | tr '\n' ' ')"
