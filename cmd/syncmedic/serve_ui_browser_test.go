@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,8 +123,9 @@ func TestIncidentPageInChromium(t *testing.T) {
 // extensionHost serves ui/extension/testdata/host.html — a stand-in for Argo CD's application view that provides
 // React, ReactDOM and the documented window.extensionsAPI — with the bundle serve hands out, and forwards
 // /extensions/syncmedic/ to serve the way argocd-server's proxy extension does (prefix stripped, the configured
-// Authorization header set; the Argocd-Application-Name and Argocd-Project-Name headers come from the extension).
-func extensionHost(t *testing.T, serve *uiServe) *httptest.Server {
+// Authorization header set; the Argocd-Application-Name and Argocd-Project-Name headers come from the extension). It
+// counts the live streams (?watch=true) the page opens.
+func extensionHost(t *testing.T, serve *uiServe) *extHost {
 	t.Helper()
 	ext := filepath.Join("..", "..", "ui", "extension")
 	umd := filepath.Join(ext, "node_modules", "react", "umd", "react.production.min.js")
@@ -158,10 +160,44 @@ func extensionHost(t *testing.T, serve *uiServe) *httptest.Server {
 		r.URL.Path = ui.ExtensionBundlePath
 		proxy.ServeHTTP(w, r)
 	})
-	mux.Handle("/extensions/syncmedic/", proxy)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
+	host := &extHost{}
+	mux.HandleFunc("/extensions/syncmedic/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			defer host.streamStarted()()
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	host.Server = httptest.NewServer(mux)
+	t.Cleanup(host.Close)
+	return host
+}
+
+// extHost is the stand-in for argocd-server (extensionHost) and what it saw of the incident API's live streams.
+type extHost struct {
+	*httptest.Server
+	mu                        sync.Mutex
+	streams, mostAtOnce, open int
+}
+
+// streamStarted counts a live stream that starts; the function it returns counts its end.
+func (h *extHost) streamStarted() func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.streams++
+	h.open++
+	h.mostAtOnce = max(h.mostAtOnce, h.open)
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.open--
+	}
+}
+
+// streamsSeen returns how many live streams the page opened, and the most that were open at once.
+func (h *extHost) streamsSeen() (streams, mostAtOnce int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.streams, h.mostAtOnce
 }
 
 // TestArgoCDExtensionInChromium loads the extension bundle served by a running serve into a host page that provides
@@ -204,6 +240,12 @@ func TestArgoCDExtensionInChromium(t *testing.T) {
 	})
 	t.Run("another application's incident is not shown", func(t *testing.T) {
 		require.NotContains(t, dom, "billing-migrate")
+	})
+	t.Run("the four components of the application share one live stream", func(t *testing.T) {
+		// Status panel, application tab, resource tab and the Application's own resource tab: a stream each would
+		// hold four of the six connections a browser gives argocd-server, which Argo CD's own views need.
+		streams, mostAtOnce := host.streamsSeen()
+		require.Equal(t, [2]int{1, 1}, [2]int{streams, mostAtOnce}, "live streams opened, most open at once")
 	})
 	t.Run("no call failed", func(t *testing.T) {
 		require.NotContains(t, dom, "syncmedic: HTTP")
