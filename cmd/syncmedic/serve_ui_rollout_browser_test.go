@@ -72,6 +72,15 @@ func TestArgoCDExtensionShowsARolloutOnTheApplicationHoldingIt(t *testing.T) {
 		require.Contains(t, dom, "syncmedic has no incident here.")
 		require.NotContains(t, dom, "syncmedic: HTTP")
 	})
+	t.Run("the incident page names the application holding the rollout", func(t *testing.T) {
+		dom := dumpDOM(t, srv.URL+ui.PagePath+"#token="+url.QueryEscape(token))
+		_, meta, ok := strings.Cut(dom, `class="meta">`)
+		require.True(t, ok, "no incident shown")
+		meta, _, _ = strings.Cut(meta, "</div>")
+		require.Regexp(t, `^argocd/rollingsync-stalled · ApplicationSet\.argoproj\.io/argocd/storefront · `+
+			`also about Argo CD app argocd/storefront-us \(project default\) · open \d+s$`, meta,
+			"the holder, not the application waiting in a later step")
+	})
 	t.Run("no call failed", func(t *testing.T) {
 		require.NotContains(t, holder, "syncmedic: HTTP")
 		require.NotContains(t, holder, "unavailable")

@@ -144,9 +144,16 @@
     }));
   }
 
+  // appName names an Argo CD Application as namespace/name (project p).
+  function appName(a) {
+    return (a.namespace ? a.namespace + '/' : '') + a.name + (a.project ? ' (project ' + a.project + ')' : '');
+  }
+
   function card(inc) {
     var where = objectName(inc.object);
-    if (inc.app) where += ' · Argo CD app ' + (inc.app.namespace ? inc.app.namespace + '/' : '') + inc.app.name + (inc.app.project ? ' (project ' + inc.app.project + ')' : '');
+    if (inc.app) where += ' · Argo CD app ' + appName(inc.app);
+    // relatedApps: the Applications the incident is also about (those holding an ApplicationSet's stalled rollout).
+    if (inc.relatedApps && inc.relatedApps.length) where += ' · also about Argo CD app' + (inc.relatedApps.length > 1 ? 's ' : ' ') + inc.relatedApps.map(appName).join(', ');
     if (inc.fluxOwner) where += ' · applied by ' + inc.fluxOwner;
     var links = inc.links.filter(function (l) { return /^https?:\/\//.test(l.url); })
       .map(function (l) { return el('a', { href: l.url, rel: 'noreferrer' }, [l.title]); });
