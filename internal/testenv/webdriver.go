@@ -37,28 +37,19 @@ func NewBrowser(t testing.TB) *Browser {
 	if err != nil {
 		t.Fatalf("chromium is not installed: run make tools-ui (%v)", err)
 	}
-	port, err := freePort()
+	// Started again on another port when another process takes the one picked for it (StartOnFreePorts): its
+	// /status must then come from a ChromeDriver, not from whatever took the port.
+	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: "chromedriver", Ports: 1,
+		Start: func(ports []int) (PortChild, error) {
+			return StartChild("chromedriver", exec.Command(driver, "--port="+strconv.Itoa(ports[0]), "--allowed-ips=127.0.0.1"), 5*time.Second)
+		},
+		Ready: func(ports []int, c PortChild) error { return waitChromedriver(loopback(ports[0]), c.Exited()) },
+	})
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	cmd := exec.Command(driver, "--port="+strconv.Itoa(port), "--allowed-ips=127.0.0.1")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("testenv: starting chromedriver: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	root := "http://127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(root + "/status")
-		if err == nil {
-			res.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: chromedriver did not answer: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	t.Cleanup(c.Stop)
+	root := "http://" + loopback(ports[0])
 	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName": "chrome",
 		"goog:chromeOptions": map[string]any{"binary": chromium, "args": []string{
@@ -220,4 +211,37 @@ func (b *Browser) Screenshot() []byte {
 		b.t.Fatalf("testenv: screenshot: %v", err)
 	}
 	return png
+}
+
+// waitChromedriver waits until the ChromeDriver on addr answers /status as ready for new sessions.
+func waitChromedriver(addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get("http://" + addr + "/status")
+		if err == nil {
+			var status struct {
+				Value struct {
+					Ready   bool   `json:"ready"`
+					Message string `json:"message"`
+				} `json:"value"`
+			}
+			err = json.NewDecoder(res.Body).Decode(&status)
+			res.Body.Close()
+			if err == nil && !(status.Value.Ready && strings.Contains(status.Value.Message, "ChromeDriver")) {
+				err = fmt.Errorf("%s/status is not a ready ChromeDriver: %+v", addr, status.Value)
+			}
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("chromedriver exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chromedriver did not answer: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
