@@ -62,12 +62,17 @@ tools-ui:
 # The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane, the check
 # that the run's compatibility matrix is the committed docs/compat.md (compat-check; `make compat` rewrites it after an
 # intended change), then every fuzz target for FUZZTIME.
-test: tools
-	$(MAKE) chart
+# Each phase's wall-clock time is printed as it ends and kept in PHASES (hack/phase.sh).
+PHASES := $(BIN)/test-phases.txt
+test:
+	@mkdir -p '$(BIN)'; rm -f '$(PHASES)'
+	./hack/phase.sh '$(PHASES)' tools $(MAKE) tools
+	./hack/phase.sh '$(PHASES)' chart $(MAKE) chart
 	rm -rf '$(COMPAT_DIR)'
-	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR='$(COMPAT_DIR)' go test -count=1 -timeout 60m ./...
-	$(MAKE) compat-check
-	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+	./hack/phase.sh '$(PHASES)' go-test env KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR='$(COMPAT_DIR)' go test -count=1 -timeout 60m ./...
+	./hack/phase.sh '$(PHASES)' compat-check $(MAKE) compat-check
+	./hack/phase.sh '$(PHASES)' fuzz env FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+	@echo "make test: every phase passed:"; cat '$(PHASES)'
 
 # The Helm chart as a release ships it: `helm lint --strict`, then `helm package` into CHART_DIST
 # (syncmedic-<version>.tgz; push it with `helm push CHART_DIST/syncmedic-<version>.tgz oci://<registry>/<path>`).
