@@ -47,7 +47,7 @@ func TestLiveScanReadsHelmStorage(t *testing.T) {
 	}}
 	// hand-written state: the status helm-controller v1.4.3 leaves when it stops mid-install (no helm-controller runs
 	// in these cmd tests; the real one reaches it in internal/conformance/flux
-	// TestReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage).
+	// TestHelmChartJobsOnTheRealNode/ReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage).
 	_, err = hrs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	// Helm's record of the release, as examples/stuck-cluster/helm-storage.yaml holds it (revision 1 deployed).

@@ -50,6 +50,10 @@ type Env struct {
 	stops []func()
 }
 
+// Node is the real node whose control plane e is (RealNode, RealNodeWhileUsed), nil for the control planes without
+// one (Kube, KubeWithControllers, KubePrivate): where a Pod can run for real.
+func (e *Env) Node() *Node { return e.node }
+
 var shared struct {
 	once sync.Once
 	env  *Env

@@ -222,6 +222,8 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	if err := n.reapOnDeath(); err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(os.Stderr, "testenv: real node Ready %s after this test binary took the machine's node\n",
+		time.Since(lock.since).Round(time.Second))
 	return n, nil
 }
 

@@ -24,7 +24,11 @@ const nodeLockPath = "/run/lock/syncmedic-real-node.lock"
 const nodeLockWait = 35 * time.Minute
 
 // nodeLock is the held machine lock; release gives it back.
-type nodeLock struct{ f *os.File }
+type nodeLock struct {
+	f *os.File
+	// since is when the lock was taken.
+	since time.Time
+}
 
 // acquireNodeLock waits until no other process holds the machine's node lock and takes it. The error says whether
 // the wait timed out (retry when the other node is gone) or the lock file cannot be opened (do not retry).
@@ -64,14 +68,17 @@ func acquireNodeLock(ctx context.Context, path string) (*nodeLock, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &nodeLock{f: f}, nil
+	return &nodeLock{f: f, since: time.Now()}, nil
 }
 
-// release gives the lock back.
+// release gives the lock back and logs how long this binary held it (the machine's node time it took, for the
+// time budget of `make test`).
 func (l *nodeLock) release() {
 	if l == nil || l.f == nil {
 		return
 	}
+	fmt.Fprintf(os.Stderr, "testenv: real node stopped; this test binary held the machine's node for %s\n",
+		time.Since(l.since).Round(time.Second))
 	_ = l.f.Truncate(0)
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	_ = l.f.Close()

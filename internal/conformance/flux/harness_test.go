@@ -81,35 +81,64 @@ func startServe(t *testing.T, stack *fluxreal.Stack, ns, policy string, args ...
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 		return p
 	}
-	d := &daemon{slack: newFakeSlack(t), logs: &testenv.LockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t),
-		bin: testenv.SyncmedicBinary(t), kube: stack.Env.Kubeconfig}
-	all := append([]string{"serve", "--listen", d.addr, "--log-format", "text", "--log-level", "debug",
+	d := &daemon{slack: newFakeSlack(t), bin: testenv.SyncmedicBinary(t), kube: stack.Env.Kubeconfig}
+	rest := append([]string{"--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-namespaces", ns,
 		"--flux-hmac-token-file", write("hmac-token", token),
 		"--policy-file", write("policy.yaml", policy), "--state-file", filepath.Join(dir, "state.json"),
 		"--slack-token-file", write("slack-token", "xoxb-test"), "--slack-channel", "#gitops", "--slack-api-url", d.slack.GetAPIURL(),
 		"--kube-events=false"}, args...)
-	d.cmd = exec.Command(d.bin, all...)
-	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, d.cmd.Start())
-	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(15 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.done
+	// The listen port is picked free and bound a moment later: when another process took it meanwhile, serve exits
+	// with a bind error and is started again on another port (three starts in all).
+	for attempt := 1; ; attempt++ {
+		d.addr, d.logs, d.done = freeAddr(t), &testenv.LockedBuffer{}, make(chan struct{})
+		d.start(t, append([]string{"serve", "--listen", d.addr}, rest...))
+		if d.waitReady(t) || !testenv.BindFailed(d.logs.String()) || attempt == 3 {
+			break
 		}
-		if t.Failed() {
-			t.Logf("syncmedic serve output (tail):\n%s", tailString(d.logs.String(), 12000))
+	}
+	select {
+	case <-d.done:
+		t.Fatalf("syncmedic serve exited: %s\n%s", d.cmd.ProcessState, d.logs.String())
+	default:
+	}
+	if stack.Notification != nil {
+		fluxnc.ForwardHelmReleaseEvents(t, stack.Env.Client, ns, "http://"+d.addr+flux.EventsPath, []byte(token))
+	}
+	return d
+}
+
+// start starts `syncmedic` with args, stopped (SIGTERM, then SIGKILL) when t ends; its output is logged when t fails.
+func (d *daemon) start(t *testing.T, args []string) {
+	t.Helper()
+	cmd, logs, done := exec.Command(d.bin, args...), d.logs, d.done
+	d.cmd = cmd
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() && d.cmd == cmd {
+			t.Logf("syncmedic serve output (tail):\n%s", tailString(logs.String(), 12000))
 			for _, p := range d.slack.all() {
 				t.Logf("slack %s ts=%s thread=%s: %s", p.Method, p.TS, p.ThreadTS, p.Text)
 			}
 		}
 	})
+}
+
+// waitReady waits until serve answers 200 on /readyz (true) or has exited (false).
+func (d *daemon) waitReady(t *testing.T) bool {
+	t.Helper()
+	ready := false
 	require.Eventually(t, func() bool {
 		select {
 		case <-d.done:
@@ -121,17 +150,10 @@ func startServe(t *testing.T, stack *fluxreal.Stack, ns, policy string, args ...
 			return false
 		}
 		res.Body.Close()
-		return res.StatusCode == http.StatusOK
+		ready = res.StatusCode == http.StatusOK
+		return ready
 	}, 60*time.Second, 50*time.Millisecond, "syncmedic serve did not become ready")
-	select {
-	case <-d.done:
-		t.Fatalf("syncmedic serve exited: %s\n%s", d.cmd.ProcessState, d.logs.String())
-	default:
-	}
-	if stack.Notification != nil {
-		fluxnc.ForwardHelmReleaseEvents(t, stack.Env.Client, ns, "http://"+d.addr+flux.EventsPath, []byte(token))
-	}
-	return d
+	return ready
 }
 
 // metric returns the sum of the samples of name (any labels matching every label filter, e.g. `result="accepted"`)

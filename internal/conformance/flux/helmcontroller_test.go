@@ -166,15 +166,15 @@ func TestDependencyNotReadyTakesTheWholeFluxPath(t *testing.T) {
 // threshold): longer than the whole scenario, so helm-controller's own re-check cannot come first.
 const requeueDependencyWide = 5 * time.Minute
 
-// A bootstrap chain is healthy: the dependency installs for a while (a Job its chart waits for), the dependent
+// A bootstrap chain is healthy: the dependency installs for a while (a Job its chart waits for, a container on the
+// real node held until the test opens its gate), the dependent
 // says DependencyNotReady meanwhile, and follows on helm-controller's own 30s dependency requeue once the dependency
 // is Ready. With a threshold above that requeue period (45s here; the default is 5m) syncmedic must neither announce
 // nor act. (A threshold below it, 5s, fires in the window before the requeue: seen on v1.4.3, see the whole-path
 // test.)
-func TestBootstrapChainIsNotAnIncident(t *testing.T) {
-	stack, ns, repo := setup(t)
-	t.Parallel()
-	row := &conformance.Row{Version: helmV1, Scenario: "near miss: dependency chain at bootstrap"}
+func bootstrapChainIsNotAnIncident(t *testing.T) {
+	stack, ns, repo := setupNode(t, fluxreal.Options{Notifications: true})
+	row := &conformance.Row{Version: helmV1, Scenario: "near miss: dependency chain at bootstrap", Kubelet: "real"}
 	defer record(t, row)
 	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "45s", "--stale-status-threshold", "5s")
 
@@ -188,7 +188,9 @@ func TestBootstrapChainIsNotAnIncident(t *testing.T) {
 	depReady := time.Now()
 	hr := stack.WaitFor(t, ns, sc.Dependent, 100*time.Second, "Ready", fluxreal.IsReady)
 	followed := time.Since(depReady).Round(time.Second)
-	row.Controller = fmt.Sprintf("dependency installing (Job) for 50s+, dependent DependencyNotReady meanwhile; dependent Ready %s after its dependency", followed)
+	runs := sc.Job.Runs(t)
+	row.Controller = fmt.Sprintf("dependency installing (its Job's container on the node held) for 50s+, dependent DependencyNotReady meanwhile; dependent Ready %s after its dependency; the Job's container started %d time(s)", followed, runs)
+	require.Equal(t, 1, runs, "the dependency's chart Job ran exactly once")
 	row.Syncmedic = fmt.Sprintf("FALSE POSITIVE: %d incident(s)", len(d.slack.roots()))
 
 	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, 3*time.Second, 500*time.Millisecond,
@@ -223,11 +225,11 @@ func TestSuspendedReleaseIsNotAnIncident(t *testing.T) {
 	row.Syncmedic = fmt.Sprintf("no finding within %s (thresholds 5s): the suspended release evaluated %d times, its dependent %d times, nothing found", quiet, paused, consumers)
 }
 
-// An upgrade that takes a while (its chart's Job runs) is progress, not an incident.
-func TestUpgradeInProgressIsNotAnIncident(t *testing.T) {
-	stack, ns, repo := setup(t)
-	t.Parallel()
-	row := &conformance.Row{Version: helmV1, Scenario: "near miss: upgrade in progress"}
+// An upgrade that takes a while (its chart's Job runs, a container on the real node held until the test opens its
+// gate) is progress, not an incident.
+func upgradeInProgressIsNotAnIncident(t *testing.T) {
+	stack, ns, repo := setupNode(t, fluxreal.Options{Notifications: true})
+	row := &conformance.Row{Version: helmV1, Scenario: "near miss: upgrade in progress", Kubelet: "real"}
 	defer record(t, row)
 	d := startServe(t, stack, ns, autoPolicy, smallThresholds...)
 
@@ -236,9 +238,11 @@ func TestUpgradeInProgressIsNotAnIncident(t *testing.T) {
 	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, quiet, 500*time.Millisecond, "an incident while the upgrade runs")
 	sc.Finish()
 	hr := stack.WaitFor(t, ns, sc.Name, 90*time.Second, "Ready after the upgrade", fluxreal.IsReady)
-	row.Controller = fmt.Sprintf("upgrade running: Reconciling %q, Ready %s; after the Job: %q",
+	runs := sc.Job.Runs(t)
+	row.Controller = fmt.Sprintf("upgrade running: Reconciling %q, Ready %s; after the Job: %q; the Job's container started %d time(s)",
 		fluxreal.Condition(running, meta.ReconcilingCondition).Message, fluxreal.Condition(running, meta.ReadyCondition).Status,
-		fluxreal.Condition(hr, meta.ReadyCondition).Message)
+		fluxreal.Condition(hr, meta.ReadyCondition).Message, runs)
+	require.Equal(t, 1, runs, "the upgrade's chart Job ran exactly once")
 	require.Never(t, func() bool { return len(d.slack.all()) > 0 }, 3*time.Second, 500*time.Millisecond)
 	require.Empty(t, requestAnnotations(hr))
 	row.Syncmedic = fmt.Sprintf("no finding within %s of the upgrade running (thresholds 5s): evaluated %d times, nothing found", quiet, d.lookedAt(t, ns, sc.Name, 0))

@@ -43,20 +43,19 @@ func jobComplete(t *testing.T, env *testenv.Env, ns, name string) bool {
 }
 
 // Issue 30 item 6 (fluxcd/helm-controller #1101, #1409) on the real helm-controller v1.4.3: it starts an install
-// (Ready=Unknown "Running 'install' action with timeout of 30s", Helm's storage pending-install) whose chart's Job the
-// test's kubelet holds, and freezes there (SIGSTOP, as a hung process or a frozen node would); the Job then
+// (Ready=Unknown "Running 'install' action with timeout of 30s", Helm's storage pending-install) whose chart's Job (a
+// container on the real node) waits for the test's gate, and freezes there (SIGSTOP, as a hung process or a frozen node would); the Job then
 // completes, so what the release deployed is in place while the status and Helm's storage say the install is still
 // going. serve, reading Helm's storage (--flux-read-helm-storage), announces flux/helmrelease-ready-unknown about the
 // release past the timeout plus the threshold, with the storage's pending-install as evidence, and on auto writes
 // one plain reconcile request (requestedAt, no forceAt or resetAt). helm-controller restarted (the Pod a crash
 // would restart) handles that request and ends the release's in-progress state; the incident resolves, and nothing
-// else is announced. It runs on its own apiserver: stopping the shared helm-controller would stall other tests.
-func TestReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage(t *testing.T) {
-	env := testenv.KubePrivateWithControllers(t)
-	t.Parallel()
-	row := &conformance.Row{Version: helmV1, Scenario: fmt.Sprintf("install in progress (Ready=Unknown) while helm-controller is frozen mid-install (SIGSTOP), its Job then complete (serve auto, --flux-read-helm-storage; ready-unknown %s past the %s timeout)", readyUnknownThreshold, installTimeout)}
+// else is announced; the Job's container started once in all. It runs a stack of its own (watching only its
+// namespace of the node's apiserver): stopping a shared helm-controller would stall other tests.
+func releaseInProgressPastItsTimeoutIsReportedWithHelmStorage(t *testing.T) {
+	row := &conformance.Row{Version: helmV1, Kubelet: "real", Scenario: fmt.Sprintf("install in progress (Ready=Unknown) while helm-controller is frozen mid-install (SIGSTOP), its Job then complete (serve auto, --flux-read-helm-storage; ready-unknown %s past the %s timeout)", readyUnknownThreshold, installTimeout)}
 	defer record(t, row)
-	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
+	stack, ns, repo := setupNode(t, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
 	sc := stack.ScenarioInstallInProgress(t, ns, repo, "frozen", installTimeout)
 	stack.PauseHelmController(t)
 	sc.Finish()
@@ -94,7 +93,9 @@ func TestReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage(t *testing.T) 
 		}
 		return false
 	}, 60*time.Second, 200*time.Millisecond, "the incident resolves once the release is no longer in progress")
-	row.Controller += fmt.Sprintf("; helm-controller restarted: request handled, %s, Helm storage %s", fluxreal.Describe(after), stack.StorageStatus(t, ns, "frozen"))
+	runs := sc.Job.Runs(t)
+	row.Controller += fmt.Sprintf("; helm-controller restarted: request handled, %s, Helm storage %s; the Job's container started %d time(s)", fluxreal.Describe(after), stack.StorageStatus(t, ns, "frozen"), runs)
+	require.Equal(t, 1, runs, "the chart's Job ran exactly once: the request did not run it again")
 	row.Syncmedic += "; resolved once the restarted controller handled it"
 	for _, r := range d.slack.roots() {
 		require.Contains(t, r.Text+r.Blocks, string(syncmedic.RuleReadyUnknownStuck), "nothing else announced: %s", d.slack.Summary())
@@ -104,10 +105,11 @@ func TestReleaseInProgressPastItsTimeoutIsReportedWithHelmStorage(t *testing.T) 
 
 // The near miss: a long install still within its timeout is progress. helm-controller v1.4.3 installs a release
 // whose Job takes 20s of a 30s timeout; serve (threshold 10s) watches well past the timeout plus the threshold counted
-// from the install's start, evaluates the release, and announces nothing.
-func TestLongInstallWithinItsTimeoutIsNotReported(t *testing.T) {
-	stack, ns, repo := setup(t)
-	row := &conformance.Row{Version: helmV1, Scenario: fmt.Sprintf("install whose Job takes 20s of its %s timeout (serve auto, ready-unknown %s)", installTimeout, readyUnknownThreshold)}
+// from the install's start, evaluates the release, and announces nothing. The Job is a container on the real node
+// that waits for the test's gate.
+func longInstallWithinItsTimeoutIsNotReported(t *testing.T) {
+	stack, ns, repo := setupNode(t, fluxreal.Options{Notifications: true})
+	row := &conformance.Row{Version: helmV1, Kubelet: "real", Scenario: fmt.Sprintf("install whose Job takes 20s of its %s timeout (serve auto, ready-unknown %s)", installTimeout, readyUnknownThreshold)}
 	defer record(t, row)
 	d := startServe(t, stack, ns, readyUnknownPolicy, "--flux-read-helm-storage")
 	from := d.logLen()
@@ -116,7 +118,9 @@ func TestLongInstallWithinItsTimeoutIsNotReported(t *testing.T) {
 	require.Equal(t, "Unknown", string(fluxreal.Condition(stack.Get(t, ns, "slow"), meta.ReadyCondition).Status), "still installing after 20s")
 	sc.Finish()
 	ready := stack.WaitFor(t, ns, "slow", 90*time.Second, "Ready", fluxreal.IsReady)
-	row.Controller = fmt.Sprintf("installing for 20s (Ready=Unknown), then the Job completed: %s", fluxreal.Describe(ready))
+	runs := sc.Job.Runs(t)
+	row.Controller = fmt.Sprintf("installing for 20s (Ready=Unknown), then the Job completed: %s; the Job's container started %d time(s)", fluxreal.Describe(ready), runs)
+	require.Equal(t, 1, runs, "the chart's Job ran exactly once")
 	until := sc.Started.Add(installTimeout + readyUnknownThreshold + 15*time.Second)
 	time.Sleep(time.Until(until))
 	require.Empty(t, d.slack.roots(), "nothing announced: %s", d.slack.Summary())

@@ -66,6 +66,11 @@ type Options struct {
 	RequeueDependency time.Duration
 	// Kustomize also installs kustomize-controller v1.7.3's CRDs and starts it beside source-controller.
 	Kustomize bool
+	// Namespace, when set, is the one namespace the stack's controllers watch (their RUNTIME_NAMESPACE, with
+	// --watch-all-namespaces=false), so that several stacks share one apiserver, each reconciling only its own
+	// test's objects: the real node's control plane (testenv.RealNodeWhileUsed), where each test starts its own.
+	// Empty: every namespace, the stack alone on its apiserver.
+	Namespace string
 }
 
 // Stack is a running source-controller + helm-controller (+ notification-controller) against one apiserver.
@@ -137,7 +142,7 @@ func start(env *testenv.Env, opts Options) (*Stack, error) {
 		return nil, fmt.Errorf("creating namespace %s: %w", RuntimeNamespace, err)
 	}
 	if opts.Notifications {
-		nc, addr, err := startNotificationController(env)
+		nc, addr, err := startNotificationController(env, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +193,7 @@ func (s *Stack) StartHelmController(h HelmController) error {
 	if s.opts.RequeueDependency > 0 {
 		args = append(args, "--requeue-dependency="+s.opts.RequeueDependency.String())
 	}
-	c, err := runController(s.Env, h.Binary(), args)
+	c, err := runController(s.Env, s.opts, h.Binary(), args)
 	if err != nil {
 		return err
 	}
@@ -215,7 +220,7 @@ func (s *Stack) startSourceController() (*testenv.Child, error) {
 		if s.EventsAddr != "" {
 			args = append(args, "--events-addr=http://"+s.EventsAddr+"/")
 		}
-		c, err := runController(s.Env, "source-controller", args)
+		c, err := runController(s.Env, s.opts, "source-controller", args)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +262,7 @@ func waitArtifactServer(c *testenv.Child, addr string, timeout time.Duration) er
 	}
 }
 
-func startNotificationController(env *testenv.Env) (*testenv.Child, string, error) {
+func startNotificationController(env *testenv.Env, opts Options) (*testenv.Child, string, error) {
 	events, err := freeAddr()
 	if err != nil {
 		return nil, "", err
@@ -266,16 +271,17 @@ func startNotificationController(env *testenv.Env) (*testenv.Child, string, erro
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := runController(env, "notification-controller", []string{"--events-addr=" + events, "--receiverAddr=" + receiver, "--log-encoding=console"})
+	c, err := runController(env, opts, "notification-controller", []string{"--events-addr=" + events, "--receiverAddr=" + receiver, "--log-encoding=console"})
 	if err != nil {
 		return nil, "", err
 	}
 	return c, events, nil
 }
 
-// runController starts bin/name with free loopback metrics and health ports, KUBECONFIG and RUNTIME_NAMESPACE, and
-// waits until its /readyz answers 200.
-func runController(env *testenv.Env, name string, args []string) (*testenv.Child, error) {
+// runController starts bin/name with free loopback metrics and health ports, KUBECONFIG and RUNTIME_NAMESPACE (only
+// that namespace watched when opts.Namespace is set), and waits until its /readyz answers 200.
+
+func runController(env *testenv.Env, opts Options, name string, args []string) (*testenv.Child, error) {
 	bin, err := testenv.BinDir()
 	if err != nil {
 		return nil, err
@@ -296,8 +302,12 @@ func runController(env *testenv.Env, name string, args []string) (*testenv.Child
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(exe, append([]string{"--metrics-addr=" + metrics, "--health-addr=" + health}, args...)...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "RUNTIME_NAMESPACE="+RuntimeNamespace)
+		all := []string{"--metrics-addr=" + metrics, "--health-addr=" + health}
+		if opts.Namespace != "" {
+			all = append(all, "--watch-all-namespaces=false")
+		}
+		cmd := exec.Command(exe, append(all, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "RUNTIME_NAMESPACE="+opts.runtimeNamespace())
 		c, err := testenv.StartChild(name, cmd, 10*time.Second)
 		if err != nil {
 			return nil, err
@@ -313,6 +323,14 @@ func runController(env *testenv.Env, name string, args []string) (*testenv.Child
 		}
 	}
 	return nil, lastErr
+}
+
+// runtimeNamespace is the controllers' RUNTIME_NAMESPACE: Namespace when set, else RuntimeNamespace.
+func (o Options) runtimeNamespace() string {
+	if o.Namespace != "" {
+		return o.Namespace
+	}
+	return RuntimeNamespace
 }
 
 // errExited is waitReady's answer when the process ended before it was ready.
@@ -341,6 +359,10 @@ func waitReady(c *testenv.Child, url string, timeout time.Duration) error {
 	}
 }
 
+// crdInstalls serialises InstallCRDs: envtest creates a CRD it did not find, and a second stack starting on the
+// same apiserver at that moment would fail with AlreadyExists.
+var crdInstalls sync.Mutex
+
 // InstallCRDs creates or replaces (update in place, as `kubectl apply` during a Flux upgrade) the CRDs of the
 // given bin/ directories and waits until they are served.
 func InstallCRDs(env *testenv.Env, dirs ...string) error {
@@ -356,6 +378,8 @@ func InstallCRDs(env *testenv.Env, dirs ...string) error {
 		}
 		paths = append(paths, p)
 	}
+	crdInstalls.Lock() // the stacks of parallel tests on one apiserver (the node's) would race creating the same CRD
+	defer crdInstalls.Unlock()
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing the CRDs of %v: %w", dirs, err)
 	}

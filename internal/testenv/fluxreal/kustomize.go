@@ -48,7 +48,7 @@ func (s *Stack) startKustomizeController() error {
 	if s.opts.RequeueDependency > 0 {
 		args = append(args, "--requeue-dependency="+s.opts.RequeueDependency.String())
 	}
-	c, err := runController(s.Env, kustomizeBinary, args)
+	c, err := runController(s.Env, s.opts, kustomizeBinary, args)
 	if err != nil {
 		return err
 	}

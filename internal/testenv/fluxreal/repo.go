@@ -14,6 +14,8 @@ import (
 	"helm.sh/helm/v3/pkg/provenance"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
 // Repo is a Helm repository served over HTTP on 127.0.0.1: index.yaml and the chart archives published into it.
@@ -122,12 +124,14 @@ data:
 `, missingNamespace)})
 }
 
-// JobChart is a chart of a ConfigMap and a Job ({{ .Release.Name }}-migrate) whose Pod never runs by itself (there is
-// no kubelet): helm-controller waits for the Job (kstatus) until the test, playing the kubelet, moves the Pod to
-// Succeeded or Failed — a release whose install or upgrade takes as long as the test wants.
-func JobChart(name, version string) *chart.Chart {
+// JobChart is a chart of a ConfigMap and a Job ({{ .Release.Name }}-migrate) whose Pod runs on the real node until
+// the test opens its gate (HeldJob): a busybox container (testenv.NodeBusyboxImage, never pulled) that appends its
+// Pod's name to <job>.runs in hostDir (a hostPath volume) when it starts, then waits until <job>.open exists there.
+// helm-controller waits for the Job (kstatus) meanwhile — a release whose install or upgrade takes as long as the
+// test wants, and a count of how often the chart's Job really ran.
+func JobChart(name, version, hostDir string) *chart.Chart {
 	ch := ConfigMapChart(name, version)
-	ch.Templates = append(ch.Templates, &chart.File{Name: "templates/job.yaml", Data: []byte(`apiVersion: batch/v1
+	ch.Templates = append(ch.Templates, &chart.File{Name: "templates/job.yaml", Data: []byte(fmt.Sprintf(`apiVersion: batch/v1
 kind: Job
 metadata:
   name: {{ .Release.Name }}-migrate
@@ -139,10 +143,23 @@ spec:
         fluxreal.syncmedic.io/release: {{ .Release.Name }}
     spec:
       restartPolicy: Never
+      terminationGracePeriodSeconds: 1
       containers:
         - name: migrate
-          image: busybox:1.36
-          command: ["true"]
-`)})
+          image: %s
+          imagePullPolicy: Never
+          command:
+            - sh
+            - -c
+            - echo "$HOSTNAME" >> %[2]s/{{ .Release.Name }}-migrate.runs && until [ -e %[2]s/{{ .Release.Name }}-migrate.open ]; do sleep 0.2; done
+          volumeMounts:
+            - {name: gate, mountPath: %[2]s}
+      volumes:
+        - name: gate
+          hostPath: {path: %[3]q, type: Directory}
+`, testenv.NodeBusyboxImage, jobGateDir, hostDir))})
 	return ch
 }
+
+// jobGateDir is where the container of a JobChart's Job finds its host directory.
+const jobGateDir = "/gate"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,8 +42,9 @@ func TestRepoServesAnIndexAndTheChartsPublishedIntoIt(t *testing.T) {
 			publish: func() { r.Publish(t, ConfigMapChart("api", "1.0.0")) }},
 		{name: "a failing chart names the missing namespace in its template", chart: "database", version: "1.0.0", templates: []string{"templates/configmap.yaml"}, contains: "namespace: nowhere",
 			publish: func() { r.Publish(t, FailingChart("database", "1.0.0", "nowhere")) }},
-		{name: "a Job chart adds the Job a release waits for", chart: "api", version: "1.1.0", templates: []string{"templates/configmap.yaml", "templates/job.yaml"},
-			publish: func() { r.Publish(t, JobChart("api", "1.1.0")) }},
+		{name: "a Job chart adds the Job a release waits for, a container of the node that waits for its gate", chart: "api", version: "1.1.0",
+			templates: []string{"templates/configmap.yaml", "templates/job.yaml"}, contains: "until [ -e /gate/{{ .Release.Name }}-migrate.open ]",
+			publish: func() { r.Publish(t, JobChart("api", "1.1.0", "/nowhere")) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.publish()
@@ -56,11 +58,13 @@ func TestRepoServesAnIndexAndTheChartsPublishedIntoIt(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.version, ch.Metadata.Version)
 			var names []string
+			var text strings.Builder
 			for _, f := range ch.Templates {
 				names = append(names, f.Name)
+				text.Write(f.Data)
 			}
 			require.ElementsMatch(t, tc.templates, names)
-			require.Contains(t, string(ch.Templates[0].Data), tc.contains)
+			require.Contains(t, text.String(), tc.contains)
 		})
 	}
 }

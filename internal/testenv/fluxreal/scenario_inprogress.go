@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +15,14 @@ import (
 )
 
 // InstallInProgress is the state ScenarioInstallInProgress leaves: helm-controller running the install action of a
-// release whose Job the test's kubelet holds.
+// release whose Job waits on the real node for the test's gate.
 type InstallInProgress struct {
 	Namespace, Name string
 	// Started is when helm-controller marked the release Ready=Unknown for the install.
 	Started time.Time
-	// Finish lets the install's Job Pod succeed (the kubelet's part), so the Job completes.
+	// Job is the install's chart Job, running on the node until Finish.
+	Job *HeldJob
+	// Finish opens the gate of the install's Job (Job.Finish), so the Job completes.
 	Finish func()
 }
 
@@ -33,17 +34,14 @@ func InstallingMessage(timeout time.Duration) string {
 
 // ScenarioInstallInProgress publishes JobChart(name, 1.0.0) and creates its release with spec.timeout timeout: the
 // real helm-controller starts the install (Ready=Unknown, "Running 'install' action with timeout of …"), Helm records
-// the release pending-install in its storage Secret, and the install waits for the chart's Job, whose Pod the test's
-// kubelet holds until Finish. It returns once both are seen. Needs the Job controller (KubeWithControllers or
-// testenv.KubePrivateWithControllers).
+// the release pending-install in its storage Secret, and the install waits for the chart's Job, whose container on
+// the real node waits for the gate Finish opens. It returns once both are seen. The stack must run on the real node's
+// control plane.
 func (s *Stack) ScenarioInstallInProgress(t testing.TB, namespace string, repo *Repo, name string, timeout time.Duration) InstallInProgress {
 	t.Helper()
-	var finished atomic.Bool
-	kubelet := s.Env.Kubelet(t, namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
-		return corev1.PodSucceeded, finished.Load()
-	})
-	sc := InstallInProgress{Namespace: namespace, Name: name, Finish: func() { finished.Store(true); kubelet.Poke() }}
-	repo.Publish(t, JobChart(name, "1.0.0"))
+	sc := InstallInProgress{Namespace: namespace, Name: name, Job: s.holdJob(t, namespace, name)}
+	sc.Finish = func() { sc.Job.Finish(t) }
+	repo.Publish(t, sc.Job.Chart("1.0.0"))
 	s.CreateRelease(t, namespace, Release{Name: name, Chart: name, Version: "1.0.0", Timeout: timeout})
 	hr := s.WaitFor(t, namespace, name, waitInstall, "installing", func(hr *helmv2.HelmRelease) bool {
 		c := Condition(hr, meta.ReadyCondition)

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -96,24 +94,24 @@ func (s *Stack) Installed(t testing.TB, namespace string, repo *Repo, r Release)
 // for it, both healthy.
 type BootstrapChain struct {
 	Namespace, Dependency, Dependent string
-	// Finish lets the dependency's Job Pod succeed (the kubelet's part), so its install completes.
+	// Job is the dependency's chart Job, running on the node until Finish.
+	Job *HeldJob
+	// Finish opens the gate of the dependency's Job (Job.Finish), so its install completes.
 	Finish func()
 }
 
-// ScenarioBootstrapChain creates, as a fresh cluster bootstrap does, a dependency whose install runs a Job (its Pod
-// held by the test's kubelet until Finish) and a dependent with spec.dependsOn on it. Until Finish, the dependency is
-// installing (Ready=Unknown, Reconciling) and the dependent Ready=False DependencyNotReady; after Finish the
-// dependency turns Ready and the dependent follows on helm-controller's own dependency requeue (30s by default). It
-// needs testenv.KubeWithControllers (the Job controller) and returns once the dependent says DependencyNotReady.
+// ScenarioBootstrapChain creates, as a fresh cluster bootstrap does, a dependency whose install runs a Job (its
+// container on the real node waits for the gate Finish opens) and a dependent with spec.dependsOn on it. Until
+// Finish, the dependency is installing (Ready=Unknown, Reconciling) and the dependent Ready=False DependencyNotReady;
+// after Finish the dependency turns Ready and the dependent follows on helm-controller's own dependency requeue (30s
+// by default). The stack must run on the real node's control plane; it returns once the dependent says
+// DependencyNotReady.
 func (s *Stack) ScenarioBootstrapChain(t testing.TB, namespace string, repo *Repo) BootstrapChain {
 	t.Helper()
 	sc := BootstrapChain{Namespace: namespace, Dependency: "postgres", Dependent: "web"}
-	var finished atomic.Bool
-	kubelet := s.Env.Kubelet(t, namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
-		return corev1.PodSucceeded, finished.Load()
-	})
-	sc.Finish = func() { finished.Store(true); kubelet.Poke() }
-	repo.Publish(t, JobChart(sc.Dependency, "1.0.0"))
+	sc.Job = s.holdJob(t, namespace, sc.Dependency)
+	sc.Finish = func() { sc.Job.Finish(t) }
+	repo.Publish(t, sc.Job.Chart("1.0.0"))
 	repo.Publish(t, ConfigMapChart(sc.Dependent, "1.0.0"))
 	s.CreateRelease(t, namespace, Release{Name: sc.Dependency, Chart: sc.Dependency, Version: "1.0.0"})
 	s.CreateRelease(t, namespace, Release{Name: sc.Dependent, Chart: sc.Dependent, Version: "1.0.0", DependsOn: []string{sc.Dependency}})
@@ -129,22 +127,22 @@ func (s *Stack) ScenarioBootstrapChain(t testing.TB, namespace string, repo *Rep
 // UpgradeInProgress is the state ScenarioUpgradeInProgress leaves.
 type UpgradeInProgress struct {
 	Namespace, Name string
-	// Finish lets the upgrade's Job Pod succeed, so the upgrade completes.
+	// Job is the upgrade's chart Job, running on the node until Finish.
+	Job *HeldJob
+	// Finish opens the gate of the upgrade's Job (Job.Finish), so the upgrade completes.
 	Finish func()
 }
 
 // ScenarioUpgradeInProgress installs a release (a ConfigMap chart at 1.0.0), then publishes 1.1.0 with a Job and
-// moves the release to it: the real helm-controller runs the upgrade and waits for the Job, whose Pod the test's
-// kubelet holds until Finish. It returns once the upgrade is running. Needs testenv.KubeWithControllers.
+// moves the release to it: the real helm-controller runs the upgrade and waits for the Job, whose container on the
+// real node waits for the gate Finish opens. It returns once the upgrade is running. The stack must run on the real
+// node's control plane.
 func (s *Stack) ScenarioUpgradeInProgress(t testing.TB, namespace string, repo *Repo, name string) UpgradeInProgress {
 	t.Helper()
-	var finished atomic.Bool
-	kubelet := s.Env.Kubelet(t, namespace, func(pod *corev1.Pod) (corev1.PodPhase, bool) {
-		return corev1.PodSucceeded, finished.Load()
-	})
-	sc := UpgradeInProgress{Namespace: namespace, Name: name, Finish: func() { finished.Store(true); kubelet.Poke() }}
+	sc := UpgradeInProgress{Namespace: namespace, Name: name, Job: s.holdJob(t, namespace, name)}
+	sc.Finish = func() { sc.Job.Finish(t) }
 	s.Installed(t, namespace, repo, Release{Name: name})
-	repo.Publish(t, JobChart(name, "1.1.0"))
+	repo.Publish(t, sc.Job.Chart("1.1.0"))
 	s.PatchRelease(t, namespace, name, map[string]any{"chart": map[string]any{"spec": map[string]any{"version": "1.1.0"}}})
 	s.WaitFor(t, namespace, name, waitInstall, "upgrading", func(hr *helmv2.HelmRelease) bool {
 		c := Condition(hr, meta.ReconcilingCondition)
