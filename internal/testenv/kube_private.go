@@ -27,18 +27,6 @@ func KubePrivate(t testing.TB, crdDirs ...string) *Env {
 	return env
 }
 
-// KubePrivateWithControllers is KubePrivate with a real kube-controller-manager running ControllerManagerControllers
-// against it (Jobs run, with a test's Kubelet playing the kubelet), for a test that stops a controller the shared
-// KubeWithControllers' other tests rely on.
-func KubePrivateWithControllers(t testing.TB) *Env {
-	t.Helper()
-	env := KubePrivate(t)
-	if err := env.startControllerManager(ControllerManagerControllers); err != nil {
-		t.Fatalf("testenv: starting kube-controller-manager on a private apiserver: %v", err)
-	}
-	return env
-}
-
 // KubePrivateEndpointRouting is KubePrivate (no CRDs) with --enable-aggregator-routing: the apiserver calls a
 // webhook's (and an APIService's) `service` through the Service's Endpoints, not its ClusterIP, which nothing
 // routes here (no kube-proxy). A test can then serve an admission webhook itself, on an address of this host, behind
