@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,7 +29,9 @@ import (
 // KubeWithControllers never see it. The kubelet, containerd and every Pod live in a network namespace the node
 // creates, with no route out: the node's address exists only there, the kubelet reaches the apiserver through a
 // forwarder from the namespace's loopback to the host's, and the apiserver reaches the kubelet (logs, exec) and Pods
-// through its egress selector and an HTTP CONNECT proxy that dials inside the namespace. Images are built locally
+// through its egress selector and an HTTP CONNECT proxy that dials inside the namespace. A kube-proxy (iptables
+// mode) in the namespace routes Services' ClusterIPs for Pods, the `kubernetes` Service's to a forwarder at the
+// node's address that leads to the apiserver. Images are built locally
 // (NodePauseImage, NodeBusyboxImage) and never pulled.
 type Node struct {
 	*Env
@@ -40,8 +43,8 @@ type Node struct {
 	NetnsPath string
 	// ContainerdSocket is the node's containerd API socket (for ctr -a).
 	ContainerdSocket string
-	// KubeletLog, ContainerdLog and SchedulerLog are the daemons' log files.
-	KubeletLog, ContainerdLog, SchedulerLog string
+	// KubeletLog, ContainerdLog, SchedulerLog and KubeProxyLog are the daemons' log files.
+	KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog string
 
 	netnsName string
 	host      hostState
@@ -207,6 +210,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}()
 	for _, step := range []func(context.Context, string) error{
 		n.createNetns, n.startControlPlane, n.writeConfig, n.startContainerd, n.importImages, n.startScheduler, n.startKubelet,
+		n.startKubeProxy,
 	} {
 		if err := step(ctx, bin); err != nil {
 			return nil, err
@@ -274,7 +278,7 @@ awk '{print $5}' /proc/self/mountinfo | grep -e "^$D/" | sort -r | while read -r
 func checkNodeTools(bin string) error {
 	var missing []string
 	for _, p := range []string{filepath.Join(bin, "kubelet"), filepath.Join(bin, "kube-scheduler"),
-		filepath.Join(bin, "kube-controller-manager"), filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
+		filepath.Join(bin, "kube-controller-manager"), filepath.Join(bin, "kube-proxy"), filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
 		busyboxPath} {
 		if !isExecutable(p) {
 			missing = append(missing, p)
@@ -385,8 +389,11 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		api := te.ControlPlane.GetAPIServer()
 		api.Out, api.Err = apiserverLog, apiserverLog
 		// The apiserver calls a webhook's Service at one of its endpoints' addresses (enable-aggregator-routing), a
-		// Pod's on the node's bridge, through the egress proxy: no kube-proxy routes a ClusterIP here.
+		// Pod's on the node's bridge, through the egress proxy: kube-proxy routes ClusterIPs inside the node's
+		// namespace, not on the host. It advertises the node's address as the endpoint of the `kubernetes` Service,
+		// where a forwarder inside the namespace leads to it, so Pods reach it through the Service's ClusterIP.
 		api.Configure().
+			Set("advertise-address", n.IP).
 			Set("egress-selector-config-file", egress).
 			Set("kubelet-preferred-address-types", "InternalIP").
 			Set("enable-aggregator-routing", "true")
@@ -406,11 +413,13 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
-	stopForward, err := forwardIntoNetns(n.NetnsPath, u.Host, u.Host)
-	if err != nil {
-		return err
+	for _, listen := range []string{u.Host, net.JoinHostPort(n.IP, u.Port())} {
+		stopForward, err := forwardIntoNetns(n.NetnsPath, listen, u.Host)
+		if err != nil {
+			return err
+		}
+		n.stops = append(n.stops, stopForward)
 	}
-	n.stops = append(n.stops, stopForward)
 	return nil
 }
 
@@ -436,12 +445,23 @@ func (n *Node) writeConfig(_ context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
+	// The user the bootstrap RBAC policy binds to system:node-proxier, as kubeadm's kube-proxy is.
+	proxyUser, err := n.te.AddUser(envtest.User{Name: "system:kube-proxy"}, nil)
+	if err != nil {
+		return err
+	}
+	proxyKubeconfig, err := proxyUser.KubeConfig()
+	if err != nil {
+		return err
+	}
 	files := map[string]string{
 		"containerd/config.toml":              containerdConfig(n.Dir),
 		"cni/conf/10-syncmedic-node.conflist": cniConfig(n.Dir),
 		"kubelet-config.yaml":                 kubeletConfig(n.Dir, n.IP),
 		"resolv.conf":                         "nameserver 127.0.0.1\n",
 		"kubelet.kubeconfig":                  string(kubeconfig),
+		"kube-proxy.kubeconfig":               string(proxyKubeconfig),
+		"kube-proxy-config.yaml":              kubeProxyConfig(n.Dir, n.Name),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(n.Dir, name), []byte(content), 0o600); err != nil {
@@ -601,6 +621,15 @@ func (n *Node) startKubelet(_ context.Context, bin string) error {
 		"--volume-plugin-dir="+filepath.Join(n.Dir, "kubelet/volume-plugins"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet/pki"), "--v=1")
 	n.KubeletLog = logPath
+	return err
+}
+
+// startKubeProxy runs bin/kube-proxy (iptables mode) inside the namespace: its chains are the namespace's and go
+// with it at Stop.
+func (n *Node) startKubeProxy(_ context.Context, bin string) error {
+	logPath, _, err := n.startDaemon("kube-proxy", filepath.Join(bin, "kube-proxy"),
+		"--config="+filepath.Join(n.Dir, "kube-proxy-config.yaml"), "--v=1")
+	n.KubeProxyLog = logPath
 	return err
 }
 

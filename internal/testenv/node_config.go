@@ -112,3 +112,31 @@ fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 2s
 `)
 }
+
+// kubeProxyConfig is kube-proxy's configuration: iptables mode inside the node's namespace (its chains live and die
+// with it), the Pods' subnet as the cluster CIDR, its health and metrics servers on the namespace's loopback, and
+// conntrack left alone (maxPerCore 0 and no timeouts: those sysctls are the host's, not the namespace's), and no
+// NodePorts on localhost (they would need route_localnet).
+func kubeProxyConfig(dir, name string) string {
+	return strings.NewReplacer("@DIR@", dir, "@NAME@", name, "@CIDR@", podSubnet).Replace(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: @NAME@
+clusterCIDR: @CIDR@
+clientConnection:
+  kubeconfig: @DIR@/kube-proxy.kubeconfig
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  localhostNodePorts: false
+  syncPeriod: 30s
+  minSyncPeriod: 0s
+`)
+}
