@@ -31,7 +31,8 @@ import (
 // forwarder from the namespace's loopback to the host's, and the apiserver reaches the kubelet (logs, exec) and Pods
 // through its egress selector and an HTTP CONNECT proxy that dials inside the namespace. A kube-proxy (iptables
 // mode) in the namespace routes Services' ClusterIPs for Pods, the `kubernetes` Service's to a forwarder at the
-// node's address that leads to the apiserver. Images are built locally
+// node's address that leads to the apiserver; CoreDNS, a process in the namespace behind the kube-system/kube-dns
+// Service, resolves the cluster domain for them (and nothing else). Images are built locally
 // (NodePauseImage, NodeBusyboxImage) and never pulled.
 type Node struct {
 	*Env
@@ -43,8 +44,8 @@ type Node struct {
 	NetnsPath string
 	// ContainerdSocket is the node's containerd API socket (for ctr -a).
 	ContainerdSocket string
-	// KubeletLog, ContainerdLog, SchedulerLog and KubeProxyLog are the daemons' log files.
-	KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog string
+	// KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog and CoreDNSLog are the daemons' log files.
+	KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog, CoreDNSLog string
 
 	netnsName string
 	host      hostState
@@ -210,7 +211,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}()
 	for _, step := range []func(context.Context, string) error{
 		n.createNetns, n.startControlPlane, n.writeConfig, n.startContainerd, n.importImages, n.startScheduler, n.startKubelet,
-		n.startKubeProxy,
+		n.startKubeProxy, n.startCoreDNS,
 	} {
 		if err := step(ctx, bin); err != nil {
 			return nil, err
@@ -278,7 +279,8 @@ awk '{print $5}' /proc/self/mountinfo | grep -e "^$D/" | sort -r | while read -r
 func checkNodeTools(bin string) error {
 	var missing []string
 	for _, p := range []string{filepath.Join(bin, "kubelet"), filepath.Join(bin, "kube-scheduler"),
-		filepath.Join(bin, "kube-controller-manager"), filepath.Join(bin, "kube-proxy"), filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
+		filepath.Join(bin, "kube-controller-manager"), filepath.Join(bin, "kube-proxy"), filepath.Join(bin, "coredns"),
+		filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
 		busyboxPath} {
 		if !isExecutable(p) {
 			missing = append(missing, p)

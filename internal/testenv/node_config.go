@@ -76,9 +76,9 @@ func cniConfig(dir string) string {
 
 // kubeletConfig is the kubelet's configuration: serving on the node's address (the apiserver reaches it there),
 // cgroupfs, no swap check, pod logs and resolv.conf under dir, and image garbage collection off so the local images
-// are never removed (they cannot be pulled back).
+// are never removed (they cannot be pulled back); Pods resolve names through the node's CoreDNS (node_dns.go).
 func kubeletConfig(dir, ip string) string {
-	return strings.NewReplacer("@DIR@", dir, "@IP@", ip).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
+	return strings.NewReplacer("@DIR@", dir, "@IP@", ip, "@DNS@", ClusterDNSIP, "@DOMAIN@", ClusterDomain).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: @IP@
 port: 10250
@@ -110,6 +110,8 @@ registerNode: true
 syncFrequency: 5s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 2s
+clusterDNS: [@DNS@]
+clusterDomain: @DOMAIN@
 `)
 }
 

@@ -373,9 +373,12 @@ func TestTheNodeLockMakesASecondNodeWaitUntilTheFirstStops(t *testing.T) {
 
 // serviceClientScript is the client Pod's script. It fetches the httpd Pod's page through the Service's ClusterIP
 // (SVC) and posts a SelfSubjectReview to the apiserver through the `kubernetes` Service's ClusterIP (API) with the
-// Pod's ServiceAccount token, each retried until kube-proxy has routed it. It prints every answer (status line and
-// body) after a "== section" line. busybox's wget does not verify certificates (the test apiserver's serving
-// certificate names only localhost).
+// Pod's ServiceAccount token, each retried until kube-proxy has routed it; then resolves both Services' names and a
+// name outside the cluster domain through the cluster DNS (busybox's nslookup asks for the name as given), the short
+// `kubernetes.default` with the C library's resolver and the search list of the kubelet's resolv.conf (ping prints
+// the address; the ClusterIP does not answer it), and fetches both Services again by name. It prints every answer (status line and body,
+// or nslookup's output) after a "== section" line. busybox's wget does not verify certificates (the test
+// apiserver's serving certificate names only localhost).
 const serviceClientScript = `
 try() { for i in $(seq 120); do "$@" && return 0; sleep 0.5; done; return 1; }
 token=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)
@@ -387,8 +390,16 @@ review() {
     "$1/apis/authentication.k8s.io/v1/selfsubjectreviews" 2>/tmp/head
 }
 show() { echo "== $1"; grep 'HTTP/' /tmp/head; cat /tmp/body; echo; }
+lookup() { nslookup -type=A "$1" >/tmp/dns 2>&1; grep -q '^Name:' /tmp/dns; }
+echo "== resolv"; cat /etc/resolv.conf
 try get http://$SVC/ || exit 11; show svc
 try review https://$API || exit 12; show api
+try lookup web.$NS.svc.cluster.local || { cat /tmp/dns; exit 13; }; echo "== dns-svc"; cat /tmp/dns
+try lookup kubernetes.default.svc.cluster.local || { cat /tmp/dns; exit 14; }; echo "== dns-api"; cat /tmp/dns
+lookup example.com; echo "== dns-outside"; cat /tmp/dns
+echo "== short-api"; ping -c 1 -W 1 kubernetes.default 2>&1 | head -n 1
+try get http://web.$NS.svc.cluster.local/ || exit 15; show name-svc
+try review https://kubernetes.default || exit 16; show name-api
 `
 
 // clientSections splits the client's output into its "== name" sections.
@@ -420,9 +431,22 @@ func requireReview(t *testing.T, answer, username string) {
 	require.Equal(t, username, review.Status.UserInfo.Username)
 }
 
+// answerAddresses returns the addresses of nslookup's answer (the "Address:" lines after "Name:"), not the server's.
+func answerAddresses(out string) []string {
+	var addrs []string
+	_, answer, _ := strings.Cut(out, "\nName:")
+	for _, line := range strings.Split(answer, "\n") {
+		if a, ok := strings.CutPrefix(line, "Address:"); ok {
+			addrs = append(addrs, strings.TrimSpace(a))
+		}
+	}
+	return addrs
+}
+
 // TestRealNodeServicesFromPods proves the node's Services work as a cluster's do: kube-proxy routes a Service's
 // ClusterIP from one Pod to another (a busybox httpd), and the `kubernetes` Service's ClusterIP to the apiserver,
-// which authenticates the Pod by its ServiceAccount token.
+// which authenticates the Pod by its ServiceAccount token; CoreDNS resolves both Services' names to their
+// ClusterIPs, answers NXDOMAIN outside the cluster domain, and the Pod reaches both by name.
 func TestRealNodeServicesFromPods(t *testing.T) {
 	n := RealNode(t)
 	ns := n.Namespace(t)
@@ -451,7 +475,7 @@ func TestRealNodeServicesFromPods(t *testing.T) {
 	require.NoError(t, err)
 	client := busyboxPod(ns, "client", "sh", "-c", serviceClientScript)
 	client.Spec.ServiceAccountName = "client"
-	client.Spec.Containers[0].Env = []corev1.EnvVar{
+	client.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NS", Value: ns},
 		{Name: "SVC", Value: svc.Spec.ClusterIP}, {Name: "API", Value: net.JoinHostPort(api.Spec.ClusterIP, "443")}}
 	// The ServiceAccount admission plugin is off in the test apiserver: the Pod mounts its token as it would.
 	client.Spec.Volumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -473,6 +497,16 @@ func TestRealNodeServicesFromPods(t *testing.T) {
 	require.Equal(t, corev1.PodSucceeded, phase)
 
 	out := clientSections(t, string(logs))
+	// The kubelet's resolv.conf for a ClusterFirst Pod: the kube-dns Service and the cluster domain's search list.
+	require.Contains(t, out["resolv"], "nameserver "+ClusterDNSIP+"\n")
+	require.Contains(t, out["resolv"], "search "+ns+".svc."+ClusterDomain+" svc."+ClusterDomain+" "+ClusterDomain)
 	require.Equal(t, "  HTTP/1.1 200 OK\nhello from web\n\n", out["svc"])
 	requireReview(t, out["api"], "system:serviceaccount:"+ns+":client")
+	require.Equal(t, []string{svc.Spec.ClusterIP}, answerAddresses(out["dns-svc"]), out["dns-svc"])
+	require.Equal(t, []string{api.Spec.ClusterIP}, answerAddresses(out["dns-api"]), out["dns-api"])
+	require.Equal(t, "PING kubernetes.default ("+api.Spec.ClusterIP+"): 56 data bytes\n", out["short-api"])
+	require.Contains(t, out["dns-outside"], "NXDOMAIN")
+	require.Empty(t, answerAddresses(out["dns-outside"]), out["dns-outside"])
+	require.Equal(t, out["svc"], out["name-svc"])
+	requireReview(t, out["name-api"], "system:serviceaccount:"+ns+":client")
 }
