@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -219,6 +220,9 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}
 	if err := n.waitReady(ctx); err != nil {
 		return nil, fmt.Errorf("%w\nkubelet log:\n%s", err, tail(n.KubeletLog, 40))
+	}
+	if err := n.waitServices(ctx); err != nil {
+		return nil, err
 	}
 	// The kubelet has set its kernel tunables by now; the host gets its own back.
 	if err := restoreSysctls(n.host.sysctls); err != nil {
@@ -648,6 +652,35 @@ func (n *Node) waitReady(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// waitServices waits until kube-proxy has programmed the Services (its /healthz answers 200) and CoreDNS has read
+// them (its /ready answers 200), both on the namespace's loopback, so a Pod started next reaches Services by
+// ClusterIP and name at once.
+func (n *Node) waitServices(ctx context.Context) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dialInNetns(n.NetnsPath, addr) },
+	}}
+	for _, check := range []struct{ url, log string }{
+		{"http://127.0.0.1:10256/healthz", n.KubeProxyLog}, {"http://127.0.0.1:18181/ready", n.CoreDNSLog},
+	} {
+		for {
+			resp, err := client.Get(check.url)
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				err = fmt.Errorf("status %s", resp.Status)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not ready: %w (last: %v)\n%s", check.url, ctx.Err(), err, tail(check.log, 20))
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 func nodeReady(node *corev1.Node) bool {
