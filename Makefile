@@ -14,7 +14,7 @@ build:
 	go build -o $(BIN)/syncmedic ./cmd/syncmedic
 
 # Everything the end-to-end tests need: kube-apiserver, kube-controller-manager, etcd, controller-gen, generated CRDs,
-# redis-server, git, and the real node's kubelet, kube-scheduler, containerd, runc, CNI plugins, busybox (hack/tools.sh); Flux's notification-, source-, helm- and kustomize-controllers (hack/flux-tools.sh); Argo CD's
+# redis-server, git, and the real node's kubelet, kube-scheduler, kube-proxy, CoreDNS, containerd, runc, CNI plugins, busybox (hack/tools.sh); Flux's notification-, source-, helm- and kustomize-controllers (hack/flux-tools.sh); Argo CD's
 # multi-call binary per tested version (hack/argocd-tools.sh); Argo Workflows' workflow-controller per tested version
 # (hack/workflows-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
 # the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh).

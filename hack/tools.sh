@@ -2,8 +2,8 @@
 # Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
 #   - redis-server (Debian package) for the in-process argocd-server's cache
 #   - containerd, runc, containernetworking-plugins, iptables, conntrack, busybox-static (Debian packages) and
-#     kubelet + kube-scheduler v1.31.0 for the real node of internal/testenv (node.go); ca-certificates (Debian
-#     package) for the syncmedic image `make image` builds (internal/imagebuild)
+#     kubelet + kube-scheduler + kube-proxy v1.31.0 and CoreDNS v1.14.7 for the real node of internal/testenv
+#     (node.go); ca-certificates (Debian package) for the syncmedic image `make image` builds (internal/imagebuild)
 #   - kube-apiserver and kube-controller-manager v1.31.0 and etcd v3.5, built with `go build` from the pinned
 #     modules in tools/ (the controller-manager runs the Job, TTL, garbage-collector and namespace controllers for
 #     the real-controller tests)
@@ -44,10 +44,12 @@ fi
 # Every tool script links with -s -w (no symbol table, no DWARF; panics still print function names): the tests never
 # debug these binaries, and a link without them takes about half the time (kube-apiserver: 7 s instead of 18 s on 2
 # cores). The flags are left out of the stamps, so binaries built before keep working and are not rebuilt for this.
+# A PACKAGE of the tool's own directory (".") stamps its Go files too.
 build() {
   local name=$1 dir=$ROOT/tools/$2 pkg=$3 ldflags=${4:-}
-  local stamp
-  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$pkg $ldflags $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  local stamp own=()
+  [ "$pkg" != . ] || own=("$dir"/*.go)
+  stamp=$(cat "$dir/go.mod" "$dir/go.sum" "${own[@]}" <(echo "$pkg $ldflags $(go env GOVERSION)") | sha256sum | cut -c1-16)
   if [ -x "$BIN/$name" ] && [ "$(cat "$BIN/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
@@ -63,6 +65,10 @@ build kube-controller-manager kube-apiserver k8s.io/kubernetes/cmd/kube-controll
 # the stamps of the two above alone.
 build kubelet kubelet k8s.io/kubernetes/cmd/kubelet "$K8S_LDFLAGS"
 build kube-scheduler kubelet k8s.io/kubernetes/cmd/kube-scheduler "$K8S_LDFLAGS"
+# The node's kube-proxy (iptables mode, in its network namespace), from a module of its own for the same reason.
+build kube-proxy kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$K8S_LDFLAGS"
+# The node's cluster DNS: CoreDNS with only the plugins its Corefile uses (tools/coredns/main.go).
+build coredns coredns .
 build etcd etcd go.etcd.io/etcd/server/v3
 build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,7 +30,10 @@ import (
 // KubeWithControllers never see it. The kubelet, containerd and every Pod live in a network namespace the node
 // creates, with no route out: the node's address exists only there, the kubelet reaches the apiserver through a
 // forwarder from the namespace's loopback to the host's, and the apiserver reaches the kubelet (logs, exec) and Pods
-// through its egress selector and an HTTP CONNECT proxy that dials inside the namespace. Images are built locally
+// through its egress selector and an HTTP CONNECT proxy that dials inside the namespace. A kube-proxy (iptables
+// mode) in the namespace routes Services' ClusterIPs for Pods, the `kubernetes` Service's to a forwarder at the
+// node's address that leads to the apiserver; CoreDNS, a process in the namespace behind the kube-system/kube-dns
+// Service, resolves the cluster domain for them (and nothing else). Images are built locally
 // (NodePauseImage, NodeBusyboxImage) and never pulled.
 type Node struct {
 	*Env
@@ -40,8 +45,8 @@ type Node struct {
 	NetnsPath string
 	// ContainerdSocket is the node's containerd API socket (for ctr -a).
 	ContainerdSocket string
-	// KubeletLog, ContainerdLog and SchedulerLog are the daemons' log files.
-	KubeletLog, ContainerdLog, SchedulerLog string
+	// KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog and CoreDNSLog are the daemons' log files.
+	KubeletLog, ContainerdLog, SchedulerLog, KubeProxyLog, CoreDNSLog string
 
 	netnsName string
 	host      hostState
@@ -207,6 +212,7 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}()
 	for _, step := range []func(context.Context, string) error{
 		n.createNetns, n.startControlPlane, n.writeConfig, n.startContainerd, n.importImages, n.startScheduler, n.startKubelet,
+		n.startKubeProxy, n.startCoreDNS,
 	} {
 		if err := step(ctx, bin); err != nil {
 			return nil, err
@@ -214,6 +220,9 @@ func startNode(ctx context.Context) (_ *Node, err error) {
 	}
 	if err := n.waitReady(ctx); err != nil {
 		return nil, fmt.Errorf("%w\nkubelet log:\n%s", err, tail(n.KubeletLog, 40))
+	}
+	if err := n.waitServices(ctx); err != nil {
+		return nil, err
 	}
 	// The kubelet has set its kernel tunables by now; the host gets its own back.
 	if err := restoreSysctls(n.host.sysctls); err != nil {
@@ -276,7 +285,8 @@ awk '{print $5}' /proc/self/mountinfo | grep -e "^$D/" | sort -r | while read -r
 func checkNodeTools(bin string) error {
 	var missing []string
 	for _, p := range []string{filepath.Join(bin, "kubelet"), filepath.Join(bin, "kube-scheduler"),
-		filepath.Join(bin, "kube-controller-manager"), filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
+		filepath.Join(bin, "kube-controller-manager"), filepath.Join(bin, "kube-proxy"), filepath.Join(bin, "coredns"),
+		filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"),
 		busyboxPath} {
 		if !isExecutable(p) {
 			missing = append(missing, p)
@@ -387,8 +397,11 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		api := te.ControlPlane.GetAPIServer()
 		api.Out, api.Err = apiserverLog, apiserverLog
 		// The apiserver calls a webhook's Service at one of its endpoints' addresses (enable-aggregator-routing), a
-		// Pod's on the node's bridge, through the egress proxy: no kube-proxy routes a ClusterIP here.
+		// Pod's on the node's bridge, through the egress proxy: kube-proxy routes ClusterIPs inside the node's
+		// namespace, not on the host. It advertises the node's address as the endpoint of the `kubernetes` Service,
+		// where a forwarder inside the namespace leads to it, so Pods reach it through the Service's ClusterIP.
 		api.Configure().
+			Set("advertise-address", n.IP).
 			Set("egress-selector-config-file", egress).
 			Set("kubelet-preferred-address-types", "InternalIP").
 			Set("enable-aggregator-routing", "true")
@@ -408,11 +421,13 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
-	stopForward, err := forwardIntoNetns(n.NetnsPath, u.Host, u.Host)
-	if err != nil {
-		return err
+	for _, listen := range []string{u.Host, net.JoinHostPort(n.IP, u.Port())} {
+		stopForward, err := forwardIntoNetns(n.NetnsPath, listen, u.Host)
+		if err != nil {
+			return err
+		}
+		n.stops = append(n.stops, stopForward)
 	}
-	n.stops = append(n.stops, stopForward)
 	return nil
 }
 
@@ -438,12 +453,23 @@ func (n *Node) writeConfig(_ context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
+	// The user the bootstrap RBAC policy binds to system:node-proxier, as kubeadm's kube-proxy is.
+	proxyUser, err := n.te.AddUser(envtest.User{Name: "system:kube-proxy"}, nil)
+	if err != nil {
+		return err
+	}
+	proxyKubeconfig, err := proxyUser.KubeConfig()
+	if err != nil {
+		return err
+	}
 	files := map[string]string{
 		"containerd/config.toml":              containerdConfig(n.Dir),
 		"cni/conf/10-syncmedic-node.conflist": cniConfig(n.Dir),
 		"kubelet-config.yaml":                 kubeletConfig(n.Dir, n.IP),
 		"resolv.conf":                         "nameserver 127.0.0.1\n",
 		"kubelet.kubeconfig":                  string(kubeconfig),
+		"kube-proxy.kubeconfig":               string(proxyKubeconfig),
+		"kube-proxy-config.yaml":              kubeProxyConfig(n.Dir, n.Name),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(n.Dir, name), []byte(content), 0o600); err != nil {
@@ -606,6 +632,15 @@ func (n *Node) startKubelet(_ context.Context, bin string) error {
 	return err
 }
 
+// startKubeProxy runs bin/kube-proxy (iptables mode) inside the namespace: its chains are the namespace's and go
+// with it at Stop.
+func (n *Node) startKubeProxy(_ context.Context, bin string) error {
+	logPath, _, err := n.startDaemon("kube-proxy", filepath.Join(bin, "kube-proxy"),
+		"--config="+filepath.Join(n.Dir, "kube-proxy-config.yaml"), "--v=1")
+	n.KubeProxyLog = logPath
+	return err
+}
+
 // waitReady waits until the node is Ready and schedulable (the node lifecycle controller lifted the not-ready taint).
 func (n *Node) waitReady(ctx context.Context) error {
 	for {
@@ -619,6 +654,35 @@ func (n *Node) waitReady(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// waitServices waits until kube-proxy has programmed the Services (its /healthz answers 200) and CoreDNS has read
+// them (its /ready answers 200), both on the namespace's loopback, so a Pod started next reaches Services by
+// ClusterIP and name at once.
+func (n *Node) waitServices(ctx context.Context) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dialInNetns(n.NetnsPath, addr) },
+	}}
+	for _, check := range []struct{ url, log string }{
+		{"http://127.0.0.1:10256/healthz", n.KubeProxyLog}, {"http://127.0.0.1:18181/ready", n.CoreDNSLog},
+	} {
+		for {
+			resp, err := client.Get(check.url)
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				err = fmt.Errorf("status %s", resp.Status)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not ready: %w (last: %v)\n%s", check.url, ctx.Err(), err, tail(check.log, 20))
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 func nodeReady(node *corev1.Node) bool {

@@ -76,9 +76,9 @@ func cniConfig(dir string) string {
 
 // kubeletConfig is the kubelet's configuration: serving on the node's address (the apiserver reaches it there),
 // cgroupfs, no swap check, pod logs and resolv.conf under dir, and image garbage collection off so the local images
-// are never removed (they cannot be pulled back).
+// are never removed (they cannot be pulled back); Pods resolve names through the node's CoreDNS (node_dns.go).
 func kubeletConfig(dir, ip string) string {
-	return strings.NewReplacer("@DIR@", dir, "@IP@", ip).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
+	return strings.NewReplacer("@DIR@", dir, "@IP@", ip, "@DNS@", ClusterDNSIP, "@DOMAIN@", ClusterDomain).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: @IP@
 port: 10250
@@ -110,5 +110,35 @@ registerNode: true
 syncFrequency: 5s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 2s
+clusterDNS: [@DNS@]
+clusterDomain: @DOMAIN@
+`)
+}
+
+// kubeProxyConfig is kube-proxy's configuration: iptables mode inside the node's namespace (its chains live and die
+// with it), the Pods' subnet as the cluster CIDR, its health and metrics servers on the namespace's loopback, and
+// conntrack left alone (maxPerCore 0 and no timeouts: those sysctls are the host's, not the namespace's), and no
+// NodePorts on localhost (they would need route_localnet).
+func kubeProxyConfig(dir, name string) string {
+	return strings.NewReplacer("@DIR@", dir, "@NAME@", name, "@CIDR@", podSubnet).Replace(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: @NAME@
+clusterCIDR: @CIDR@
+clientConnection:
+  kubeconfig: @DIR@/kube-proxy.kubeconfig
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  localhostNodePorts: false
+  syncPeriod: 30s
+  minSyncPeriod: 0s
 `)
 }

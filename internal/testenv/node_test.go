@@ -18,6 +18,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -368,4 +369,144 @@ func TestTheNodeLockMakesASecondNodeWaitUntilTheFirstStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting node did not get the lock within 10s of its release")
 	}
+}
+
+// serviceClientScript is the client Pod's script. It fetches the httpd Pod's page through the Service's ClusterIP
+// (SVC) and posts a SelfSubjectReview to the apiserver through the `kubernetes` Service's ClusterIP (API) with the
+// Pod's ServiceAccount token, each retried until kube-proxy has routed it; then resolves both Services' names and a
+// name outside the cluster domain through the cluster DNS (busybox's nslookup asks for the name as given), the short
+// `kubernetes.default` with the C library's resolver and the search list of the kubelet's resolv.conf (ping prints
+// the address; the ClusterIP does not answer it), and fetches both Services again by name. It prints every answer (status line and body,
+// or nslookup's output) after a "== section" line. busybox's wget does not verify certificates (the test
+// apiserver's serving certificate names only localhost).
+const serviceClientScript = `
+try() { for i in $(seq 120); do "$@" && return 0; sleep 0.5; done; return 1; }
+token=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)
+get() { wget -S -O /tmp/body "$1" 2>/tmp/head; }
+review() {
+  wget -S -O /tmp/body --no-check-certificate --header "Authorization: Bearer $token" \
+    --header 'Content-Type: application/json' \
+    --post-data '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' \
+    "$1/apis/authentication.k8s.io/v1/selfsubjectreviews" 2>/tmp/head
+}
+show() { echo "== $1"; grep 'HTTP/' /tmp/head; cat /tmp/body; echo; }
+lookup() { nslookup -type=A "$1" >/tmp/dns 2>&1; grep -q '^Name:' /tmp/dns; }
+echo "== resolv"; cat /etc/resolv.conf
+try get http://$SVC/ || exit 11; show svc
+try review https://$API || exit 12; show api
+try lookup web.$NS.svc.cluster.local || { cat /tmp/dns; exit 13; }; echo "== dns-svc"; cat /tmp/dns
+try lookup kubernetes.default.svc.cluster.local || { cat /tmp/dns; exit 14; }; echo "== dns-api"; cat /tmp/dns
+lookup example.com; echo "== dns-outside"; cat /tmp/dns
+echo "== short-api"; ping -c 1 -W 1 kubernetes.default 2>&1 | head -n 1
+try get http://web.$NS.svc.cluster.local/ || exit 15; show name-svc
+try review https://kubernetes.default || exit 16; show name-api
+`
+
+// clientSections splits the client's output into its "== name" sections.
+func clientSections(t *testing.T, logs string) map[string]string {
+	t.Helper()
+	sections := map[string]string{}
+	for _, part := range strings.Split(logs, "== ")[1:] {
+		name, body, ok := strings.Cut(part, "\n")
+		require.True(t, ok, "client output:\n%s", logs)
+		sections[name] = body
+	}
+	return sections
+}
+
+// requireReview asserts an answer of the SelfSubjectReview: 201 and the user the token names.
+func requireReview(t *testing.T, answer, username string) {
+	t.Helper()
+	status, body, ok := strings.Cut(answer, "\n")
+	require.True(t, ok, answer)
+	require.Equal(t, "  HTTP/1.1 201 Created", status)
+	var review struct {
+		Status struct {
+			UserInfo struct {
+				Username string `json:"username"`
+			} `json:"userInfo"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &review), body)
+	require.Equal(t, username, review.Status.UserInfo.Username)
+}
+
+// answerAddresses returns the addresses of nslookup's answer (the "Address:" lines after "Name:"), not the server's.
+func answerAddresses(out string) []string {
+	var addrs []string
+	_, answer, _ := strings.Cut(out, "\nName:")
+	for _, line := range strings.Split(answer, "\n") {
+		if a, ok := strings.CutPrefix(line, "Address:"); ok {
+			addrs = append(addrs, strings.TrimSpace(a))
+		}
+	}
+	return addrs
+}
+
+// TestRealNodeServicesFromPods proves the node's Services work as a cluster's do: kube-proxy routes a Service's
+// ClusterIP from one Pod to another (a busybox httpd), and the `kubernetes` Service's ClusterIP to the apiserver,
+// which authenticates the Pod by its ServiceAccount token; CoreDNS resolves both Services' names to their
+// ClusterIPs, answers NXDOMAIN outside the cluster domain, and the Pod reaches both by name.
+func TestRealNodeServicesFromPods(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+
+	server := busyboxPod(ns, "web", "sh", "-c", "mkdir /www && echo hello from $(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www")
+	server.Labels = map[string]string{"app": "web"}
+	_, err := core.Pods(ns).Create(ctx, server, metav1.CreateOptions{})
+	require.NoError(t, err)
+	svc, err := core.Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	api, err := core.Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	// The apiserver advertises the node's address: the one the forwarder inside the namespace listens on.
+	apiEndpoints, err := core.Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, apiEndpoints.Subsets, 1)
+	require.Equal(t, []corev1.EndpointAddress{{IP: n.IP}}, apiEndpoints.Subsets[0].Addresses)
+
+	_, err = core.ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	client := busyboxPod(ns, "client", "sh", "-c", serviceClientScript)
+	client.Spec.ServiceAccountName = "client"
+	client.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NS", Value: ns},
+		{Name: "SVC", Value: svc.Spec.ClusterIP}, {Name: "API", Value: net.JoinHostPort(api.Spec.ClusterIP, "443")}}
+	// The ServiceAccount admission plugin is off in the test apiserver: the Pod mounts its token as it would.
+	client.Spec.Volumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
+	client.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+	_, err = core.Pods(ns).Create(ctx, client, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var phase corev1.PodPhase
+	pollNode(t, n, "the client Pod ends", func() (bool, error) {
+		p, err := core.Pods(ns).Get(ctx, "client", metav1.GetOptions{})
+		if err == nil {
+			phase = p.Status.Phase
+		}
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	})
+	logs, err := core.Pods(ns).GetLogs("client", &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err)
+	t.Logf("client output:\n%s", logs)
+	require.Equal(t, corev1.PodSucceeded, phase)
+
+	out := clientSections(t, string(logs))
+	// The kubelet's resolv.conf for a ClusterFirst Pod: the kube-dns Service and the cluster domain's search list.
+	require.Contains(t, out["resolv"], "nameserver "+ClusterDNSIP+"\n")
+	require.Contains(t, out["resolv"], "search "+ns+".svc."+ClusterDomain+" svc."+ClusterDomain+" "+ClusterDomain)
+	require.Equal(t, "  HTTP/1.1 200 OK\nhello from web\n\n", out["svc"])
+	requireReview(t, out["api"], "system:serviceaccount:"+ns+":client")
+	require.Equal(t, []string{svc.Spec.ClusterIP}, answerAddresses(out["dns-svc"]), out["dns-svc"])
+	require.Equal(t, []string{api.Spec.ClusterIP}, answerAddresses(out["dns-api"]), out["dns-api"])
+	require.Equal(t, "PING kubernetes.default ("+api.Spec.ClusterIP+"): 56 data bytes\n", out["short-api"])
+	require.Contains(t, out["dns-outside"], "NXDOMAIN")
+	require.Empty(t, answerAddresses(out["dns-outside"]), out["dns-outside"])
+	require.Equal(t, out["svc"], out["name-svc"])
+	requireReview(t, out["name-api"], "system:serviceaccount:"+ns+":client")
 }
