@@ -4,6 +4,7 @@ import (
 	"errors"
 	"go/build"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -88,6 +89,9 @@ func modulePackages(t *testing.T) map[string][]string {
 		}
 		if dir != "." && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata" || d.Name() == "node_modules") {
 			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && dir != "." {
+			return filepath.SkipDir // a module of its own (tools/*), not a package of this one
 		}
 		p, err := build.ImportDir(dir, 0)
 		if err != nil {
