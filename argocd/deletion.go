@@ -109,15 +109,21 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 		{Field: "metadata.finalizers", Value: "[" + strings.Join(app.Finalizers, ", ") + "]"},
 	}
 	preDelete := slices.Contains(fins, PreDeleteFinalizer)
-	var why []string
+	// While the pre-delete finalizer holds the app, its PreDelete hooks are the reason (Argo CD deletes nothing until
+	// they succeed): that reason leads the summary, and any other deletion error the controller reported meanwhile
+	// (a resource of the app already gone, say) follows it.
+	var why, errs []string
 	for _, c := range app.Status.Conditions {
 		if c.Type != v1alpha1.ApplicationConditionDeletionError {
 			continue
 		}
 		ev = append(ev, syncmedic.Evidence{Field: "condition " + c.Type, Value: c.Message})
 		if !(preDelete && strings.Contains(c.Message, "pre-delete hooks")) {
-			why = append(why, "Argo CD reports a deletion error: "+c.Message)
+			errs = append(errs, "Argo CD reports a deletion error: "+c.Message)
 		}
+	}
+	if !preDelete {
+		why = append(why, errs...)
 	}
 	if preDelete {
 		hooks, failed := deleteHooks(obs, preDeleteHook, helmPreDeleteHook)
@@ -132,6 +138,9 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 		} else {
 			why = append(why, "its PreDelete hooks have not all succeeded: Argo CD deletes nothing of the app until they do (pre-delete-finalizer)")
 		}
+	}
+	if preDelete {
+		why = append(why, errs...)
 	}
 	if hasPrefix(fins, PostDeleteFinalizer) {
 		hooks, _ := deleteHooks(obs, postDeleteHook, helmPostDeleteHook)
