@@ -200,10 +200,18 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 	waiting := waitingHooks(op)
 	// While another hook the operation waits on is still running, the operation is progressing, and terminating it
 	// would kill that hook (a migration, partway): seen on v2.14.21 with a TTL-deleted fast hook beside a slow one.
+	// A hook the operation waits on that finished only just now is the controller's to record on its next pass
+	// (which rewrites the operation): a hook not found is judged from then, not earlier, or the finding would open
+	// and, at that pass, close again.
+	var othersDone time.Time
 	for _, ref := range waiting {
 		if live := liveHook(obs, ref); live != nil && live.GetDeletionTimestamp() == nil {
-			if done, _ := hookFinished(live); !done {
+			done, _, at := hookFinishedAt(live)
+			if !done {
 				return nil
+			}
+			if at.After(othersDone) {
+				othersDone = at
 			}
 		}
 	}
@@ -215,6 +223,9 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 		var finished time.Time // when the hook finished, when it did and its object records when
 		if live == nil {
 			why = "not found in Argo CD's resource tree (deleted — by its TTL or a delete policy — before Argo CD saw it finish)"
+			if othersDone.After(since) {
+				since = othersDone
+			}
 		} else if done, ev, at := hookFinishedAt(live); done {
 			if finalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at) {
 				continue // held for the controller, which has not looked since it finished

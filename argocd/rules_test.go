@@ -221,6 +221,23 @@ func TestEvaluate(t *testing.T) {
 			},
 		},
 		{
+			name: "a TTL-deleted hook is not a missed completion yet when another hook of the wave finished only just now (the controller records it on its next pass)",
+			obs: func(t *testing.T) AppObservation {
+				op := runningOp(time.Hour, waiting, "")
+				op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+				}}
+				slow := hookJob(t, nil, nil, false)
+				slow.SetName("slow-migrate")
+				require.NoError(t, unstructured.SetNestedSlice(slow.Object, []interface{}{
+					map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-2 * time.Second).Format(time.RFC3339)},
+				}, "status", "conditions"))
+				return AppObservation{App: app(op), HooksKnown: true, StateSince: now.Add(-10 * time.Minute), ServerVersion: "v2.14.21",
+					Hooks: []*unstructured.Unstructured{slow}}
+			},
+		},
+		{
 			name: "a hook missing from the resource tree right after the operation moved on is not a missed completion yet",
 			obs: func(t *testing.T) AppObservation {
 				return AppObservation{App: app(runningOp(time.Hour, waiting, "")), HooksKnown: true, StateSince: now.Add(-10 * time.Second)}
