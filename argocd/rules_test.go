@@ -102,6 +102,26 @@ func TestEvaluate(t *testing.T) {
 	// keptImmutableHook is the observation of a sync that failed with immutable on the old PreSync hook Job migrate,
 	// which its delete policy (HookSucceeded) keeps, with finalizers and, when deleted is not nil, its deletion
 	// timestamp.
+	// slowBesideLostFast is v2.14.21's wave of a slow hook beside a fast one its TTL deleted before the controller saw
+	// it finish (the operation, built by runningOp, waits on both; the real controller drives this state in
+	// internal/conformance/argo's TestSlowAndFastHookWaveLosesTheFastHookOnV2): the slow Job still runs, or, when
+	// slowDone is not zero, completed slowDone ago.
+	slowBesideLostFast := func(t *testing.T, slowDone time.Duration) AppObservation {
+		op := runningOp(time.Hour, waiting, "")
+		op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
+			{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+			{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
+		}}
+		slow := hookJob(t, nil, nil, false)
+		slow.SetName("slow-migrate")
+		if slowDone != 0 {
+			require.NoError(t, unstructured.SetNestedSlice(slow.Object, []interface{}{
+				map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-slowDone).Format(time.RFC3339)},
+			}, "status", "conditions"))
+		}
+		return AppObservation{App: app(op), HooksKnown: true, StateSince: now.Add(-10 * time.Minute), ServerVersion: "v2.14.21",
+			Hooks: []*unstructured.Unstructured{slow}}
+	}
 	keptImmutableHook := func(t *testing.T, finalizers []string, deleted *metav1.Time) AppObservation {
 		j := hookJob(t, finalizers, deleted, false)
 		j.SetAnnotations(map[string]string{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"})
@@ -208,34 +228,11 @@ func TestEvaluate(t *testing.T) {
 		},
 		{
 			name: "a TTL-deleted hook is not a missed completion while another hook of the wave still runs (terminating would kill it)",
-			obs: func(t *testing.T) AppObservation {
-				op := runningOp(time.Hour, waiting, "")
-				op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
-					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
-					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
-				}}
-				slow := hookJob(t, nil, nil, false)
-				slow.SetName("slow-migrate")
-				return AppObservation{App: app(op), HooksKnown: true, StateSince: now.Add(-10 * time.Minute), ServerVersion: "v2.14.21",
-					Hooks: []*unstructured.Unstructured{slow}}
-			},
+			obs:  func(t *testing.T) AppObservation { return slowBesideLostFast(t, 0) },
 		},
 		{
 			name: "a TTL-deleted hook is not a missed completion yet when another hook of the wave finished only just now (the controller records it on its next pass)",
-			obs: func(t *testing.T) AppObservation {
-				op := runningOp(time.Hour, waiting, "")
-				op.SyncResult = &v1alpha1.SyncOperationResult{Revision: "4f2c1e9", Resources: v1alpha1.ResourceResults{
-					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
-					{Group: "batch", Version: "v1", Kind: "Job", Namespace: "shop", Name: "slow-migrate", HookType: synccommon.HookTypePreSync, HookPhase: synccommon.OperationRunning},
-				}}
-				slow := hookJob(t, nil, nil, false)
-				slow.SetName("slow-migrate")
-				require.NoError(t, unstructured.SetNestedSlice(slow.Object, []interface{}{
-					map[string]interface{}{"type": "Complete", "status": "True", "lastTransitionTime": now.Add(-2 * time.Second).Format(time.RFC3339)},
-				}, "status", "conditions"))
-				return AppObservation{App: app(op), HooksKnown: true, StateSince: now.Add(-10 * time.Minute), ServerVersion: "v2.14.21",
-					Hooks: []*unstructured.Unstructured{slow}}
-			},
+			obs:  func(t *testing.T) AppObservation { return slowBesideLostFast(t, 2*time.Second) },
 		},
 		{
 			name: "a hook missing from the resource tree right after the operation moved on is not a missed completion yet",
