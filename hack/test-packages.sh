@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test-packages.sh prints the packages of ./... in the order `make test` hands them to `go test` (README, "How long").
+#
+# `go test` starts the packages' test binaries strictly in the order it is given them, two at a time (-p is
+# GOMAXPROCS), and a package whose tests wait for the machine's one real node (internal/testenv RealNode,
+# RealNodeWhileUsed: the node lock) holds its slot while it waits. In ./...'s alphabetical order the node packages
+# follow each other (internal/conformance/argo, internal/conformance/flux, internal/imagebuild, internal/testenv), so
+# for minutes one slot waited for the node the other held, with nothing compiling or running in it. Here:
+#   1. internal/conformance/argo, the longest node user (its scenarios mostly wait for controllers), first, so that
+#      the node is busy from the earliest moment;
+#   2. every package that never uses the node, the slowest ones first (SLOW below; the rest alphabetically), in the
+#      other slot while (1) holds the node;
+#   3. the other node packages (alphabetically), whose tests also do work beside the node and overlap the end of (1).
+# A package counts as a node package when one of its test files calls testenv.RealNode or RealNodeWhileUsed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+module=$(go list -m)
+first=("$module/internal/conformance/argo")
+# Packages without the node that take minutes (the last cold run's order of size), started before the quick ones.
+SLOW=(cmd/syncmedic internal/reliability internal/conformance/workflows argocd manifests flux argocd/cmp)
+
+declare -A seen=()
+node=() rest=()
+while read -r pkg dir files; do
+	uses=false
+	for f in $files; do
+		if grep -qE '\bRealNode(WhileUsed)?\(' "$dir/$f"; then
+			uses=true
+			break
+		fi
+	done
+	if $uses; then node+=("$pkg"); else rest+=("$pkg"); fi
+done < <(go list -f '{{.ImportPath}} {{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)
+
+emit() {
+	if [[ -z ${seen[$1]:-} ]]; then
+		seen[$1]=1
+		echo "$1"
+	fi
+}
+for p in "${first[@]}"; do emit "$p"; done
+for s in "${SLOW[@]}"; do
+	for p in "${rest[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
+done
+for p in "${rest[@]}"; do emit "$p"; done
+for p in "${node[@]}"; do emit "$p"; done
