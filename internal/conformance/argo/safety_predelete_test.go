@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -180,7 +182,25 @@ func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD
 		}), "the deletion of %s is neither reported nor finished: %s", app.Name, d.slack.summary())
 		if root.TS != "" {
 			root = announcedAboutAppOnly(t, d.slack, app, want, tick)
-			return app, d, root, attempt
+			fins, ok := announcedFinalizers(root)
+			require.True(t, ok, "the announcement lists the Application's finalizers: %s", root.Blocks)
+			if strings.Contains(fins, argocd.PreDeleteFinalizer) {
+				return app, d, root, attempt
+			}
+			// The controller had let the failing hook through by its creation race before serve judged (the finalizers
+			// serve read lack pre-delete-finalizer), and its deletion of the app's resources then took longer than
+			// this test's 10 s threshold: a pass that deletes them again from a stale cache gets NotFound and records
+			// it as a DeletionError ('configmaps "settings" not found', seen in a cold run), and the next pass finishes.
+			// That is a deletion past the threshold with the controller's own error as the reason, reported as such and
+			// resolved when the app is gone; it is not the held deletion this test needs, so it tries another app.
+			require.NotContains(t, root.Text, "PreDelete hook", "without pre-delete-finalizer the hooks are not the reason: %s", root.Text)
+			require.True(t, waitFor(2*remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion it let through")
+			require.True(t, waitFor(announceWithin, func() bool { return strings.Contains(d.slack.summary(), "Resolved") }),
+				"the incident resolves once the app is gone: %s", d.slack.summary())
+			require.Len(t, incidentsAboutApp(d.slack, app), 1, d.slack.summary())
+			t.Logf("attempt %d: the controller skipped the failing PreDelete hook of %s, and its deletion outlasted the threshold by an error of its own, reported and resolved: %s",
+				attempt+1, app.Name, root.Text)
+			continue
 		}
 		require.True(t, gone)
 		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 0 })
@@ -190,6 +210,18 @@ func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD
 	t.Fatalf("in %d attempts the controller never held a deletion on its failing PreDelete hook", preDeleteAttempts)
 	return nil, nil, slackMessage{}, 0
 }
+
+// announcedFinalizers reads the Application's finalizers from the Evidence of an app-deletion-stuck announcement
+// ("`metadata.finalizers` = `[a, b]`"): what serve saw when it judged.
+func announcedFinalizers(m slackMessage) (string, bool) {
+	match := announcedFinalizersField.FindStringSubmatch(m.Blocks)
+	if match == nil {
+		return "", false
+	}
+	return match[1], true
+}
+
+var announcedFinalizersField = regexp.MustCompile("`metadata\\.finalizers` = `\\[([^\\]`]*)\\]`")
 
 // applicationDeleted reports whether the Application no longer exists.
 func applicationDeleted(t *testing.T, app *testenv.RealHookApp) bool {
