@@ -59,11 +59,11 @@ tools-helm:
 tools-ui:
 	./hack/ui-tools.sh
 
-# The whole suite: unit tests with the fuzz seed corpora, end-to-end tests against the real control plane (every
-# package of ./..., in the order hack/test-packages.sh gives: the real node's longest user first, so that no slot of
-# `go test` waits for the node while the other holds it), the check
-# that the run's compatibility matrix is the committed docs/compat.md (compat-check; `make compat` rewrites it after an
-# intended change), then every fuzz target for FUZZTIME.
+# The whole suite (hack/test-suite.sh, after the tools and the chart): unit tests with the fuzz seed corpora and
+# end-to-end tests against the real control plane (every package of ./..., in the order hack/test-packages.sh gives:
+# the real node's longest user first, so that no slot of `go test` waits for the node while the other holds it), then
+# the check that the run's compatibility matrix is the committed docs/compat.md (compat-check; `make compat` rewrites
+# it after an intended change); every fuzz target runs for FUZZTIME beside them, at the lowest CPU priority.
 # Each phase's wall-clock time is printed as it ends and kept in PHASES (hack/phase.sh).
 PHASES := $(BIN)/test-phases.txt
 test:
@@ -71,10 +71,7 @@ test:
 	./hack/phase.sh '$(PHASES)' tools $(MAKE) tools
 	./hack/phase.sh '$(PHASES)' chart $(MAKE) chart
 	rm -rf '$(COMPAT_DIR)'
-	pkgs=$$(./hack/test-packages.sh) && [ -n "$$pkgs" ] && \
-	./hack/phase.sh '$(PHASES)' go-test env KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) SYNCMEDIC_COMPAT_DIR='$(COMPAT_DIR)' go test -count=1 -timeout 60m $$pkgs
-	./hack/phase.sh '$(PHASES)' compat-check $(MAKE) compat-check
-	./hack/phase.sh '$(PHASES)' fuzz env FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+	PHASES='$(PHASES)' BIN='$(BIN)' COMPAT_DIR='$(COMPAT_DIR)' FUZZTIME='$(FUZZTIME)' ./hack/test-suite.sh
 	@echo "make test: every phase passed:"; cat '$(PHASES)'
 
 # The Helm chart as a release ships it: `helm lint --strict`, then `helm package` into CHART_DIST

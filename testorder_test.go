@@ -55,6 +55,9 @@ func TestMakeTestRunsEveryPackageInTheNodeOrder(t *testing.T) {
 
 	makefile, err := os.ReadFile("Makefile")
 	require.NoError(t, err)
-	require.Regexp(t, `pkgs=\$\$\(\./hack/test-packages\.sh\) && \[ -n "\$\$pkgs" \]`, string(makefile))
-	require.Regexp(t, `go-test .* go test -count=1 -timeout 60m \$\$pkgs\n`, string(makefile))
+	require.Regexp(t, `(?m)^test:\n(\t.*\n)*\t.*\./hack/test-suite\.sh\n`, string(makefile), "make test runs hack/test-suite.sh")
+	suite, err := os.ReadFile("hack/test-suite.sh")
+	require.NoError(t, err)
+	require.Contains(t, string(suite), "pkgs=$(./hack/test-packages.sh) ||")
+	require.Regexp(t, `go test -count=1 -timeout 60m \$pkgs \|\|`, string(suite))
 }
