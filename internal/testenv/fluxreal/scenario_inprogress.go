@@ -59,6 +59,15 @@ func (s *Stack) ScenarioInstallInProgress(t testing.TB, namespace string, repo *
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Helm records pending-install before it creates the chart's objects: a test that freezes helm-controller now
+	// could stop it before the Job exists (a cold run's ReleaseInProgressPastItsTimeout waited 60 s for a Job that
+	// was never created). The install is in progress once the Job's container has started on the node.
+	for sc.Job.Runs(t) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fluxreal: the chart Job of %s/%s has not started on the node after %s", namespace, name, waitInstall)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	return sc
 }
 
