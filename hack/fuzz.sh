@@ -9,7 +9,9 @@ FUZZTIME=${FUZZTIME:-10s}
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || mapfile -t pkgs < <(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
 for pkg in "${pkgs[@]}"; do
-  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+  # A package whose tests do not build fails here, rather than being skipped as one without fuzz targets.
+  list=$(go test -list '^Fuzz' "$pkg") || { echo "fuzz: go test -list '^Fuzz' $pkg failed" >&2; exit 1; }
+  for target in $(printf '%s\n' "$list" | grep '^Fuzz' || true); do
     echo "fuzz: $pkg $target for $FUZZTIME" >&2
     # Go's fuzzing coordinator sometimes reports the end of -fuzztime as a failure: "context deadline exceeded",
     # with no failing input (a worker busy when the time ran out, more often on a loaded machine: `make test` fuzzes
