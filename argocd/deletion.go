@@ -122,9 +122,6 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 			errs = append(errs, "Argo CD reports a deletion error: "+c.Message)
 		}
 	}
-	if !preDelete {
-		why = append(why, errs...)
-	}
 	if preDelete {
 		hooks, failed := deleteHooks(obs, preDeleteHook, helmPreDeleteHook)
 		if len(hooks) > 0 {
@@ -139,9 +136,7 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 			why = append(why, "its PreDelete hooks have not all succeeded: Argo CD deletes nothing of the app until they do (pre-delete-finalizer)")
 		}
 	}
-	if preDelete {
-		why = append(why, errs...)
-	}
+	why = append(why, errs...)
 	if hasPrefix(fins, PostDeleteFinalizer) {
 		hooks, _ := deleteHooks(obs, postDeleteHook, helmPostDeleteHook)
 		if len(hooks) > 0 {

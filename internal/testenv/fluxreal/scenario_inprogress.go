@@ -48,27 +48,21 @@ func (s *Stack) ScenarioInstallInProgress(t testing.TB, namespace string, repo *
 		return c != nil && c.Status == metav1.ConditionUnknown && c.Message == InstallingMessage(timeout)
 	})
 	sc.Started = Condition(hr, meta.ReadyCondition).LastTransitionTime.Time
+	// Helm records pending-install before it creates the chart's objects: a test that froze helm-controller then
+	// could stop it before the Job exists (a cold run's ReleaseInProgressPastItsTimeout waited 60 s for a Job that
+	// was never created). The install is in progress once the Job's container has also started on the node.
 	deadline := time.Now().Add(waitInstall)
 	for {
-		status := s.StorageStatus(t, namespace, name)
-		if status == "pending-install" {
-			break
+		status, runs := s.StorageStatus(t, namespace, name), sc.Job.Runs(t)
+		if status == "pending-install" && runs > 0 {
+			return sc
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("fluxreal: Helm's storage of %s/%s does not say pending-install after %s: %q", namespace, name, waitInstall, status)
+			t.Fatalf("fluxreal: after %s, Helm's storage of %s/%s says %q and its chart Job started %d time(s) on the node; want pending-install and a started Job",
+				waitInstall, namespace, name, status, runs)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// Helm records pending-install before it creates the chart's objects: a test that freezes helm-controller now
-	// could stop it before the Job exists (a cold run's ReleaseInProgressPastItsTimeout waited 60 s for a Job that
-	// was never created). The install is in progress once the Job's container has started on the node.
-	for sc.Job.Runs(t) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("fluxreal: the chart Job of %s/%s has not started on the node after %s", namespace, name, waitInstall)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return sc
 }
 
 // StorageStatus is the status label of the newest Helm release Secret of release name in namespace ("" for none):
