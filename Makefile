@@ -21,10 +21,15 @@ build:
 # The scripts are independent (each its own binaries, stamps and CRD directories; apt-get serialised by a lock), so two
 # run at once: a cold build spends part of each tool's time in a single-threaded link or module load, which the other
 # build fills. Longest first (Flux, Argo CD, the kube binaries); output is grouped per script.
+# The Go compiler and linker of the tool builds (and of go test in `make test`, hack/test-suite.sh) run with
+# GOGC=$(BUILD_GOGC): they collect garbage less often, which cut a cold build's CPU time by a fifth (helm-controller
+# v0.37.2: 170 s of user time with the default GOGC=100, 132 s with 800; its largest compile process 0.8 GB instead of
+# 0.45 GB), at no cost to the binaries built.
 TOOLS_JOBS ?= 2
+BUILD_GOGC ?= 800
 TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui
 tools:
-	$(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
+	GOGC=$(BUILD_GOGC) $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
 	@echo "tools: ready in $(BIN): $$(ls '$(BIN)' | tr '\n' ' ')"
 
 tools-kube:
@@ -71,7 +76,7 @@ test:
 	./hack/phase.sh '$(PHASES)' tools $(MAKE) tools
 	./hack/phase.sh '$(PHASES)' chart $(MAKE) chart
 	rm -rf '$(COMPAT_DIR)'
-	PHASES='$(PHASES)' BIN='$(BIN)' COMPAT_DIR='$(COMPAT_DIR)' FUZZTIME='$(FUZZTIME)' ./hack/test-suite.sh
+	PHASES='$(PHASES)' BIN='$(BIN)' COMPAT_DIR='$(COMPAT_DIR)' FUZZTIME='$(FUZZTIME)' BUILD_GOGC='$(BUILD_GOGC)' ./hack/test-suite.sh
 	@echo "make test: every phase passed:"; cat '$(PHASES)'
 
 # The Helm chart as a release ships it: `helm lint --strict`, then `helm package` into CHART_DIST

@@ -59,5 +59,5 @@ func TestMakeTestRunsEveryPackageInTheNodeOrder(t *testing.T) {
 	suite, err := os.ReadFile("hack/test-suite.sh")
 	require.NoError(t, err)
 	require.Contains(t, string(suite), "pkgs=$(./hack/test-packages.sh) ||")
-	require.Regexp(t, `go test -count=1 -timeout 60m \$pkgs \|\|`, string(suite))
+	require.Regexp(t, `go test -exec "\$testexec" -count=1 -timeout 60m -ldflags='-s -w' \$pkgs \|\|`, string(suite))
 }

@@ -7,10 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
 pkgs=("$@")
+# Test binaries are linked without the symbol table and DWARF, as `make test` links them (hack/test-suite.sh).
+LDFLAGS='-s -w'
 [ ${#pkgs[@]} -gt 0 ] || mapfile -t pkgs < <(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
 for pkg in "${pkgs[@]}"; do
   # A package whose tests do not build fails here, rather than being skipped as one without fuzz targets.
-  list=$(go test -list '^Fuzz' "$pkg") || { echo "fuzz: go test -list '^Fuzz' $pkg failed" >&2; exit 1; }
+  list=$(go test -ldflags "$LDFLAGS" -list '^Fuzz' "$pkg") || { echo "fuzz: go test -list '^Fuzz' $pkg failed" >&2; exit 1; }
   for target in $(printf '%s\n' "$list" | grep '^Fuzz' || true); do
     echo "fuzz: $pkg $target for $FUZZTIME" >&2
     # Go's fuzzing coordinator sometimes reports the end of -fuzztime as a failure: "context deadline exceeded",
@@ -19,7 +21,7 @@ for pkg in "${pkgs[@]}"; do
     # names its input ("Failing input written to ...") and fails.
     for attempt in 1 2 3; do
       out=$(mktemp)
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$out"; then
+      if go test -ldflags "$LDFLAGS" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$out"; then
         rm -f "$out"
         break
       fi

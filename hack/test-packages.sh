@@ -10,7 +10,11 @@
 #      the node is busy from the earliest moment;
 #   2. every package that never uses the node, the slowest ones first (SLOW below; the rest alphabetically), in the
 #      other slot while (1) holds the node;
-#   3. the other node packages (alphabetically), whose tests also do work beside the node and overlap the end of (1).
+#   3. the other node packages, whose tests also do work beside the node and overlap the end of (1), in NODE below's
+#      order (any other alphabetically after them): internal/conformance/flux, which starts while (1) still runs and
+#      whose node scenarios come last in it (parallel tests run after the package's serial ones); kube, whose one node
+#      test is parallel too, so its other tests run while the Flux package holds the node; internal/testenv, mostly
+#      on the node; internal/imagebuild, a single test on the node.
 # A package counts as a node package when one of its test files calls testenv.RealNode or RealNodeWhileUsed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +23,9 @@ module=$(go list -m)
 first=("$module/internal/conformance/argo")
 # Packages without the node that take minutes (the last cold run's order of size), started before the quick ones.
 SLOW=(cmd/syncmedic internal/reliability internal/conformance/workflows argocd manifests flux argocd/cmp)
+
+# The node packages in the order they should queue for the node (3 above).
+NODE=(internal/conformance/flux kube internal/testenv internal/imagebuild)
 
 declare -A seen=()
 node=() rest=()
@@ -44,4 +51,7 @@ for s in "${SLOW[@]}"; do
 	for p in "${rest[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
 done
 for p in "${rest[@]}"; do emit "$p"; done
+for s in "${NODE[@]}"; do
+	for p in "${node[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
+done
 for p in "${node[@]}"; do emit "$p"; done

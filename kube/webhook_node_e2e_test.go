@@ -108,7 +108,11 @@ func pemKeyPair(t *testing.T, der [][]byte, key any) (certPEM, keyPEM []byte) {
 //     endpoint meanwhile): a near miss, not reported within the threshold, though the configuration was read;
 //   - scaled to zero: writes fail ("failed calling webhook"), and once the threshold has passed since the
 //     EndpointSlice changed, kube/webhook-backend-missing is reported about this configuration, and nothing else.
+//
+// It is the package's only test on the node, and parallel so that it runs after the package's other tests: in
+// `make test` another package holds the machine's one node when this one starts, and the other tests need not wait.
 func TestWebhookBackendPodOnTheRealNode(t *testing.T) {
+	t.Parallel()
 	n := testenv.RealNodeWhileUsed(t)
 	env := n.Env
 	ctx := context.Background()
