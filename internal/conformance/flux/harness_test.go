@@ -45,6 +45,14 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
+// staleThreshold is the --stale-status-threshold of the scenarios about flux/helmrelease-stale-status. Not less: Ready's
+// lastTransitionTime has a precision of one second, and a real helm-controller writes a release's status in several
+// steps a few milliseconds apart, one of which can match the rule for a moment (v0.37.2 adopting a release wrote Ready
+// True "Helm upgrade succeeded" 7 ms before observedGeneration and the history, in a cold `make test` run): with a
+// one-second threshold, a transition written at 05:06:07.9 already counted as a second old at 05:06:08.0, and that
+// moment was announced as a second incident.
+const staleThreshold = "5s"
+
 // slackPost is one chat.postMessage or chat.update the Slack test server accepted.
 type slackPost = slackrec.Message
 

@@ -56,7 +56,7 @@ func staleTemplateFailsNotForced(t *testing.T, env *testenv.Env, h fluxreal.Helm
 	require.Equal(t, 1, revisions, "installed once, by the real controller")
 	row.Controller = fmt.Sprintf("controller stopped; status as helm-controller ≤ v0.36 wrote it, chart template label %q added (%s)", sc.Label, fluxreal.Describe(sc.Release))
 	row.Syncmedic = "no finding"
-	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", staleThreshold)
 
 	root := announcedStale(t, d, "redis")
 	var requested string
@@ -135,7 +135,7 @@ func staleUpgradeFailedForced(t *testing.T, env *testenv.Env, h fluxreal.HelmCon
 	require.Equal(t, 1, helmRevisions(t, env, ns, "redis"))
 	row.Controller = fmt.Sprintf("controller stopped; status as helm-controller ≤ v0.36 wrote it, chart version changed (%s)", fluxreal.Describe(old))
 	row.Syncmedic = "no finding"
-	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", staleThreshold)
 
 	root := announcedStale(t, d, "redis")
 	var requested string

@@ -44,7 +44,7 @@ func TestFluxUpgradeFromV037InheritsTheOldStatus(t *testing.T) {
 	require.True(t, fluxreal.IsReady(sc.Caught), "v1.4.3 upgrades the release: %s", fluxreal.Describe(sc.Caught))
 	require.Contains(t, sc.StoredVersions, "v2beta2", "the CRD still lists v2beta2 among its stored versions after the upgrade")
 
-	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", staleThreshold)
 	require.Eventually(t, func() bool { return len(d.slack.roots(string(syncmedic.RuleDeprecatedStoredVersion))) == 1 },
 		60*time.Second, 200*time.Millisecond, "the CRD still storing v2beta2 is announced")
 	require.Never(t, func() bool { return len(d.slack.roots()) > 1 },
@@ -80,7 +80,7 @@ func TestPreV2beta2StatusIsRewrittenByTheRealControllerOnSyncmedicsRequest(t *te
 	old := stack.ScenarioPreV2beta2Status(t, ns, repo, "redis")
 	row.Controller = fmt.Sprintf("controller stopped; status as helm-controller ≤ v0.36 wrote it (%s)", fluxreal.Describe(old))
 	row.Syncmedic = "no finding"
-	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", "1s")
+	d := startServe(t, stack, ns, autoPolicy, "--dependency-not-ready-threshold", "5s", "--stale-status-threshold", staleThreshold)
 
 	root := announcedOnce(t, d.slack, syncmedic.RuleHelmReleaseStaleStatus, "redis", 60*time.Second, "flux/helmrelease-stale-status announced")
 	var requested string
