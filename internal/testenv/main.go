@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,25 @@ func (h *fatalHook) Fire(e *logrus.Entry) error {
 }
 
 func (h *fatalHook) message() string { s, _ := h.msg.Load().(string); return s }
+
+// MainParallel is Main for a package whose parallel scenarios mostly wait (for controllers, thresholds and TTLs)
+// rather than compute: unless `go test -parallel` was given, parallel tests run up to parallel at once instead of
+// GOMAXPROCS (2 in CI).
+//
+//	func TestMain(m *testing.M) { testenv.MainParallel(m, 6) }
+func MainParallel(m *testing.M, parallel int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			panic(err)
+		}
+	}
+	Main(m)
+}
 
 // Main runs the tests of a package and then stops every process, server and temporary directory this test binary
 // started, even when a test failed. Call it from TestMain:

@@ -2,7 +2,6 @@ package argo
 
 import (
 	"encoding/json"
-	"flag"
 	"net"
 	"net/http"
 	"os"
@@ -28,19 +27,9 @@ import (
 // the real node at 4 (2026-11-27, machine otherwise idle) the package took 1,106 s: 195 s of tests that pause the
 // shared controllers and run alone, then 911 s of parallel scenarios at a load average of about 1.3 on 2 cores; it
 // is `make test`'s longest hold of the machine's one node, so more of them run at once.
-const scenarioParallelism = "6"
+const scenarioParallelism = 6
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		if err := flag.Set("test.parallel", scenarioParallelism); err != nil {
-			panic(err)
-		}
-	}
-	testenv.Main(m)
-}
+func TestMain(m *testing.M) { testenv.MainParallel(m, scenarioParallelism) }
 
 // slackMessage is one chat.postMessage or chat.update the Slack test server accepted.
 type slackMessage = slackrec.Message

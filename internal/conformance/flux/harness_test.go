@@ -1,7 +1,6 @@
 package flux_test
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -31,19 +30,9 @@ import (
 // cores, and the four chart-Job scenarios of TestHelmChartJobsOnTheRealNode queued behind the others for 60 s and then
 // ran two at a time for 193 s while holding the machine's one real node, which the packages after this one in
 // `make test` wait for (hack/test-packages.sh).
-const scenarioParallelism = "4"
+const scenarioParallelism = 4
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		if err := flag.Set("test.parallel", scenarioParallelism); err != nil {
-			panic(err)
-		}
-	}
-	testenv.Main(m)
-}
+func TestMain(m *testing.M) { testenv.MainParallel(m, scenarioParallelism) }
 
 // staleThreshold is the --stale-status-threshold of the scenarios about flux/helmrelease-stale-status. Not less: Ready's
 // lastTransitionTime has a precision of one second, and a real helm-controller writes a release's status in several
