@@ -21,7 +21,7 @@ build:
 # The scripts are independent (each its own binaries, stamps and CRD directories; apt-get serialised by a lock), so two
 # run at once: a cold build spends part of each tool's time in a single-threaded link or module load, which the other
 # build fills. Longest first (Flux, Argo CD, the kube binaries); output is grouped per script.
-# The Go compiler and linker of the tool builds (and of go test in `make test`, hack/test-suite.sh) run with
+# The Go compiler, linker and vet of the tool builds (and of go test in `make test`, hack/test-suite.sh) run with
 # GOGC=$(BUILD_GOGC): they collect garbage less often, which cut a cold build's CPU time by a fifth (helm-controller
 # v0.37.2: 170 s of user time with the default GOGC=100, 132 s with 800; its largest compile process 0.8 GB instead of
 # 0.45 GB), at no cost to the binaries built.

@@ -46,12 +46,17 @@ emit() {
 		echo "$1"
 	fi
 }
+# emit_listed ORDER PKGS: emits the packages of array PKGS named (module-relative) in array ORDER, in ORDER's order.
+emit_listed() {
+	local -n order=$1 pkgs=$2
+	local s p
+	for s in "${order[@]}"; do
+		for p in "${pkgs[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
+	done
+	return 0
+}
 for p in "${first[@]}"; do emit "$p"; done
-for s in "${SLOW[@]}"; do
-	for p in "${rest[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
-done
+emit_listed SLOW rest
 for p in "${rest[@]}"; do emit "$p"; done
-for s in "${NODE[@]}"; do
-	for p in "${node[@]}"; do [[ $p == "$module/$s" ]] && emit "$p"; done
-done
+emit_listed NODE node
 for p in "${node[@]}"; do emit "$p"; done
