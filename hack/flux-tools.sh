@@ -10,6 +10,8 @@
 #     upgrade replaces them)
 #   - kustomize-controller v1.7.3 (Flux 2.7) → bin/kustomize-controller-v1.7.3, CRDs in
 #     bin/crds-kustomize-controller-v1.7.3/
+#   - source-, helm- (v1.4.3) and notification-controller's config/ (their upstream install manifests) →
+#     bin/config-NAME-VERSION/, for the tests that run them as Pods
 # FLUX_TOOLS_BIN overrides the output directory (default bin/ of this checkout), e.g. to add one controller to a
 # shared bin/ whose other controllers are up to date (their stamps match, so they are not rebuilt).
 set -euo pipefail
@@ -59,3 +61,19 @@ build source-controller source-controller github.com/fluxcd/source-controller cr
 build helm-controller-v1.4.3 helm-controller github.com/fluxcd/helm-controller crds-helm-controller-v1.4.3
 build helm-controller-v0.37.2 helm-controller-v0.37 github.com/fluxcd/helm-controller crds-helm-controller-v0.37.2
 build kustomize-controller-v1.7.3 kustomize-controller github.com/fluxcd/kustomize-controller crds-kustomize-controller-v1.7.3
+
+# config NAME TOOLDIR MODULE: copy MODULE's config/ (its upstream install manifests: CRDs, RBAC, the Deployment) into
+# bin/config-NAME, for the tests that run the controller as a Pod from them (testenv Node.InstallFlux). Quick: the
+# module is already in the module cache.
+config() {
+  local out=$BIN/config-$1 dir=$ROOT/tools/$2 mod=$3
+  local src
+  src=$(cd "$dir" && go list -m -f '{{.Dir}}' "$mod")
+  if [ "$(cat "$out/.from" 2>/dev/null)" = "$src" ]; then
+    return 0
+  fi
+  rm -rf "$out" && cp -r "$src/config" "$out" && chmod -R u+w "$out" && echo "$src" > "$out/.from"
+}
+config source-controller-v1.7.3 source-controller github.com/fluxcd/source-controller
+config helm-controller-v1.4.3 helm-controller github.com/fluxcd/helm-controller
+config notification-controller-v1.5.0 notification-controller github.com/fluxcd/notification-controller

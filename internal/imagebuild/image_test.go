@@ -17,9 +17,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/syncmedic/syncmedic/internal/ociimage"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -149,6 +151,68 @@ func TestMakeImage(t *testing.T) {
 			})
 			require.Contains(t, podLogs(t, n, pod), "no cluster", "serve started outside a cluster (no token mounted)")
 		})
+		t.Run("syncmedic serve reads the cluster as its ServiceAccount with the manifests' ClusterRole", func(t *testing.T) {
+			sa := serviceAccountWithTheManifestsRole(t, n, ns)
+			// In-cluster (KUBERNETES_SERVICE_HOST, the `kubernetes` Service's ClusterIP), as the Deployment runs, and
+			// through a kubeconfig naming the apiserver by its Service's DNS name: both need the apiserver's
+			// certificate to hold that name, the projected token and kube-root-ca.crt, and the Service routed.
+			kubeconfig := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-name"}, Data: map[string]string{
+				"kubeconfig": `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://kubernetes.default.svc
+    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+users:
+- name: u
+  user:
+    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`}}
+			_, err := n.Clientset.CoreV1().ConfigMaps(ns).Create(context.Background(), kubeconfig, metav1.CreateOptions{})
+			require.NoError(t, err)
+			for _, how := range []struct{ name, kubeconfig string }{{"in-cluster", ""}, {"by-name", "/kubeconfig/kubeconfig"}} {
+				args := []string{"serve", "--listen=:9292", "--log-format=text"}
+				if how.kubeconfig != "" {
+					args = append(args, "--kubeconfig="+how.kubeconfig)
+				}
+				pod := imagePod(ns, "serve-"+how.name, name, args...)
+				pod.Spec.ServiceAccountName = sa
+				pod.Spec.AutomountServiceAccountToken = nil
+				pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
+				c := &pod.Spec.Containers[0]
+				c.VolumeMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+				pod.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+				if how.kubeconfig != "" {
+					c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kubeconfig", MountPath: "/kubeconfig"})
+					pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: kubeconfig.Name}}}})
+				}
+				createPod(t, n, pod)
+				got, err := n.Clientset.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				require.True(t, hasProjectedToken(got), "ServiceAccount admission mounts the projected token: %+v", got.Spec.Volumes)
+				var logs string
+				waitPod(t, n, pod, func(p *corev1.Pod) (bool, error) {
+					if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+						return false, fmt.Errorf("serve ended: %+v", p.Status.ContainerStatuses)
+					}
+					if p.Status.Phase != corev1.PodRunning {
+						return false, nil
+					}
+					logs = podLogs(t, n, pod)
+					return strings.Contains(logs, "kube scanner synced"), nil
+				})
+				require.Contains(t, logs, "connected to the apiserver", how.name)
+				require.NotContains(t, logs, "no cluster", how.name)
+				require.NotContains(t, logs, "forbidden", "the manifests' ClusterRole lets serve read what it watches: %s", logs)
+				require.NotContains(t, logs, "x509", "the apiserver's certificate holds the name serve dialed: %s", logs)
+			}
+		})
 	})
 }
 
@@ -186,6 +250,44 @@ func checkTree(t *testing.T, files []ociimage.File) {
 	require.Equal(t, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/tmp:/sbin/nologin\n",
 		string(fileData(t, files, PasswdPath)))
 	require.Equal(t, "root:x:0:\nnonroot:x:65532:\n", string(fileData(t, files, GroupPath)))
+}
+
+// serviceAccountWithTheManifestsRole creates the ServiceAccount syncmedic in ns, bound to a copy of
+// manifests/base's ClusterRole under a name of its own, and returns its name.
+func serviceAccountWithTheManifestsRole(t *testing.T, n *testenv.Node, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	var role rbacv1.ClusterRole
+	doc := strings.SplitN(readRepoFile(t, "manifests/base/clusterrole.yaml"), "\n---\n", 2)[0]
+	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &role))
+	require.Equal(t, "ClusterRole", role.Kind)
+	role.Name = "syncmedic-" + ns
+	_, err := n.Clientset.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = n.Clientset.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "syncmedic", Namespace: ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = n.Clientset.RbacV1().ClusterRoleBindings().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = n.Clientset.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
+	_, err = n.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "syncmedic"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return "syncmedic"
+}
+
+// hasProjectedToken reports whether pod has the projected ServiceAccount token volume ServiceAccount admission adds
+// (kube-api-access-*).
+func hasProjectedToken(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") && v.Projected != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func fileData(t *testing.T, files []ociimage.File, p string) []byte {

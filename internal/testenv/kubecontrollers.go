@@ -55,9 +55,9 @@ func KubeWithControllers(t testing.TB) *Env {
 	return s.env
 }
 
-// startControllerManager runs bin/kube-controller-manager with controllers against e until teardown, and waits until
+// startControllerManager runs bin/kube-controller-manager with controllers (and args) against e until teardown, and waits until
 // its namespace controller has removed a namespace (proof that it is connected and its controllers run).
-func (e *Env) startControllerManager(controllers []string) error {
+func (e *Env) startControllerManager(controllers []string, args ...string) error {
 	bin, err := BinDir()
 	if err != nil {
 		return err
@@ -75,13 +75,13 @@ func (e *Env) startControllerManager(controllers []string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe,
-		"--kubeconfig="+e.Kubeconfig,
-		"--controllers="+joinComma(controllers),
+	cmd := exec.Command(exe, append([]string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--controllers=" + joinComma(controllers),
 		"--secure-port=0", "--leader-elect=false",
 		// React within a second or two, as the tests poll: the defaults are tuned for large clusters.
 		"--concurrent-gc-syncs=5", "--concurrent-job-syncs=5", "--concurrent-ttl-after-finished-syncs=5",
-		"--v=1")
+		"--v=1"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	stop, exited, err := startProcess(cmd, 10*time.Second)
 	if err != nil {

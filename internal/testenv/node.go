@@ -76,7 +76,8 @@ const (
 // (TaintNodesByCondition); and the endpoints and EndpointSlice controllers, so a Service's endpoints follow its
 // Pods (an admission webhook backend Deployment scaled to zero or rolled out).
 var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller",
-	"endpoints-controller", "endpointslice-controller")
+	"endpoints-controller", "endpointslice-controller",
+	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller")
 
 // Host paths the kubelet, containerd or go-cni hard-code, whatever their configured directories: removed at Stop
 // when the node created them.
@@ -392,10 +393,16 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 		return err
 	}
 	n.stops = append(n.stops, func() { _ = apiserverLog.Close() })
+	certDir := filepath.Join(n.Dir, "apiserver")
+	caPEM, err := writeAPIServerCerts(certDir, n.IP)
+	if err != nil {
+		return fmt.Errorf("the apiserver's certificates: %w", err)
+	}
 	env, err := startKube(func(te *envtest.Environment) {
 		te.CRDInstallOptions.MaxTime = time.Minute // the default 10 s is too short on a loaded machine
 		api := te.ControlPlane.GetAPIServer()
 		api.Out, api.Err = apiserverLog, apiserverLog
+		api.CertDir, api.SecureServing.CA = certDir, caPEM
 		// The apiserver calls a webhook's Service at one of its endpoints' addresses (enable-aggregator-routing), a
 		// Pod's on the node's bridge, through the egress proxy: kube-proxy routes ClusterIPs inside the node's
 		// namespace, not on the host. It advertises the node's address as the endpoint of the `kubernetes` Service,
@@ -404,7 +411,13 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 			Set("advertise-address", n.IP).
 			Set("egress-selector-config-file", egress).
 			Set("kubelet-preferred-address-types", "InternalIP").
-			Set("enable-aggregator-routing", "true")
+			Set("enable-aggregator-routing", "true").
+			// As a cluster's apiserver: the kubelet is authorized by the Node authorizer and NodeRestriction (it
+			// reads only what its Pods reference), and ServiceAccount admission gives every Pod a ServiceAccount
+			// and its projected token (envtest disables it).
+			Set("authorization-mode", "Node,RBAC").
+			Set("enable-admission-plugins", "NodeRestriction").
+			Disable("disable-admission-plugins")
 	})
 	if env != nil {
 		n.stops = append(n.stops, env.stopControlPlane)
@@ -414,7 +427,12 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 	}
 	n.Env = env
 	env.node = n
-	if err := env.startControllerManager(NodeControllers); err != nil {
+	// The ServiceAccount controllers make each namespace's default ServiceAccount (without it ServiceAccount
+	// admission refuses Pods) and legacy token Secrets; the publisher puts the cluster CA in each namespace's
+	// kube-root-ca.crt, which every projected token volume mounts.
+	if err := env.startControllerManager(NodeControllers,
+		"--root-ca-file="+filepath.Join(certDir, clusterCAFile),
+		"--service-account-private-key-file="+filepath.Join(certDir, saSignerKeyFile)); err != nil {
 		return err
 	}
 	u, err := url.Parse(env.Config.Host)
@@ -445,7 +463,8 @@ func (n *Node) writeConfig(_ context.Context, _ string) error {
 			return err
 		}
 	}
-	user, err := n.te.AddUser(envtest.User{Name: "system:node:" + n.Name, Groups: []string{"system:masters", "system:nodes"}}, nil)
+	// The kubelet's identity as in a cluster: the Node authorizer and NodeRestriction judge it.
+	user, err := n.te.AddUser(envtest.User{Name: "system:node:" + n.Name, Groups: []string{"system:nodes"}}, nil)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +20,12 @@ import (
 	"github.com/syncmedic/syncmedic/internal/ociimage"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -477,12 +484,10 @@ func TestRealNodeServicesFromPods(t *testing.T) {
 	client.Spec.ServiceAccountName = "client"
 	client.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NS", Value: ns},
 		{Name: "SVC", Value: svc.Spec.ClusterIP}, {Name: "API", Value: net.JoinHostPort(api.Spec.ClusterIP, "443")}}
-	// The ServiceAccount admission plugin is off in the test apiserver: the Pod mounts its token as it would.
-	client.Spec.Volumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
-	client.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
-	_, err = core.Pods(ns).Create(ctx, client, metav1.CreateOptions{})
+	// The token is the one ServiceAccount admission mounts.
+	created, err := core.Pods(ns).Create(ctx, client, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.True(t, hasAdmissionToken(created), "ServiceAccount admission adds the projected token volume: %+v", created.Spec.Volumes)
 	var phase corev1.PodPhase
 	pollNode(t, n, "the client Pod ends", func() (bool, error) {
 		p, err := core.Pods(ns).Get(ctx, "client", metav1.GetOptions{})
@@ -509,4 +514,99 @@ func TestRealNodeServicesFromPods(t *testing.T) {
 	require.Empty(t, answerAddresses(out["dns-outside"]), out["dns-outside"])
 	require.Equal(t, out["svc"], out["name-svc"])
 	requireReview(t, out["name-api"], "system:serviceaccount:"+ns+":client")
+}
+
+// hasAdmissionToken reports whether ServiceAccount admission gave pod its projected token volume (kube-api-access-*,
+// with the token, kube-root-ca.crt and the namespace) mounted where in-cluster clients read it.
+func hasAdmissionToken(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if !strings.HasPrefix(v.Name, "kube-api-access-") || v.Projected == nil {
+			continue
+		}
+		for _, m := range pod.Spec.Containers[0].VolumeMounts {
+			if m.Name == v.Name && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestRealNodeControlPlaneIsACluster checks what the node's control plane has as a cluster's does, beyond envtest:
+// the apiserver's certificate holds the `kubernetes` Service's names and ClusterIP and is signed by the CA every
+// namespace gets as kube-root-ca.crt; each new namespace gets its default ServiceAccount; and the kubelet is a node,
+// not an administrator (the Node authorizer and NodeRestriction): it reads a Secret only when a Pod on it mounts
+// it, cannot list Secrets, and cannot set a node-restriction.kubernetes.io/ label on its Node.
+func TestRealNodeControlPlaneIsACluster(t *testing.T) {
+	n := RealNode(t)
+	ns := n.Namespace(t)
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+
+	var rootCA *corev1.ConfigMap
+	pollNode(t, n, "kube-root-ca.crt and the default ServiceAccount in a new namespace", func() (bool, error) {
+		cm, err := core.ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if _, err := core.ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		rootCA = cm
+		return true, nil
+	})
+	t.Run("the apiserver's certificate is valid for the kubernetes Service, by name and ClusterIP", func(t *testing.T) {
+		roots := x509.NewCertPool()
+		require.True(t, roots.AppendCertsFromPEM([]byte(rootCA.Data["ca.crt"])))
+		u, err := url.Parse(n.Config.Host)
+		require.NoError(t, err)
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: roots, ServerName: "kubernetes.default.svc"})
+		require.NoError(t, err, "the apiserver's certificate checked against kube-root-ca.crt for kubernetes.default.svc")
+		cert := conn.ConnectionState().PeerCertificates[0]
+		_ = conn.Close()
+		for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, KubernetesServiceIP, n.IP, "127.0.0.1"} {
+			require.NoError(t, cert.VerifyHostname(name), name)
+		}
+	})
+
+	kubeletCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(n.Dir, "kubelet.kubeconfig"))
+	require.NoError(t, err)
+	kubelet, err := kubernetes.NewForConfig(kubeletCfg)
+	require.NoError(t, err)
+	mounted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mounted"}, StringData: map[string]string{"k": "v"}}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, StringData: map[string]string{"k": "v"}}
+	for _, s := range []*corev1.Secret{mounted, other} {
+		_, err := core.Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	pod := busyboxPod(ns, "reads-a-secret", "cat", "/s/k")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: mounted.Name}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "s", MountPath: "/s"}}
+	_, err = core.Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPodPhase(t, n, ns, pod.Name, corev1.PodSucceeded)
+	logs, err := core.Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v", string(logs), "the kubelet read the Secret its Pod mounts")
+
+	t.Run("the kubelet reads the Secret its Pod mounts and no other", func(t *testing.T) {
+		_, err := kubelet.CoreV1().Secrets(ns).Get(ctx, mounted.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		_, err = kubelet.CoreV1().Secrets(ns).Get(ctx, other.Name, metav1.GetOptions{})
+		require.True(t, apierrors.IsForbidden(err), "the Node authorizer refuses a Secret no Pod of the node references: %v", err)
+		_, err = kubelet.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+		require.True(t, apierrors.IsForbidden(err), "a node cannot list Secrets: %v", err)
+	})
+	t.Run("NodeRestriction keeps the kubelet from labelling its Node node-restriction.kubernetes.io/", func(t *testing.T) {
+		patch := []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/syncmedic-test":"x"}}}`)
+		_, err := kubelet.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.True(t, apierrors.IsForbidden(err), "NodeRestriction refuses the label: %v", err)
+		// The same client may label its Node otherwise: the refusal is NodeRestriction's, not a missing permission.
+		patch = []byte(`{"metadata":{"labels":{"syncmedic-test/allowed":"x"}}}`)
+		_, err = kubelet.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+		patch = []byte(`{"metadata":{"labels":{"syncmedic-test/allowed":null}}}`)
+		_, err = kubelet.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+	})
 }

@@ -1,0 +1,260 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/syncmedic/syncmedic/internal/ociimage"
+)
+
+// FluxPodController is a Flux controller Node.InstallFlux runs as a Pod: its binary from `make tools`
+// (bin/<Binary>), in an image under the upstream name (Image), deployed from its module's config/ manifests
+// (bin/config-<Name>-<Version>, copied by hack/flux-tools.sh) into Namespace.
+type FluxPodController struct {
+	Name, Version, Binary, Namespace string
+}
+
+// Image is the controller's upstream image name, which its config/manager kustomization sets (fluxcd/<name>:<tag>,
+// docker.io implied): the node's containerd holds it under that name, so the kubelet never pulls it.
+func (c FluxPodController) Image() string { return "docker.io/fluxcd/" + c.Name + ":" + c.Version }
+
+// FluxPodControllers are the controllers InstallFlux runs, each in the namespace its config/default names; for
+// helm-controller, whose config/default also pulls source-controller's release manifests from GitHub, InstallFlux
+// takes its crd, rbac and manager directories with that namespace.
+var FluxPodControllers = []FluxPodController{
+	{Name: "source-controller", Version: "v1.7.3", Binary: "source-controller", Namespace: "source-system"},
+	{Name: "helm-controller", Version: "v1.4.3", Binary: "helm-controller-v1.4.3", Namespace: "helm-system"},
+	{Name: "notification-controller", Version: "v1.5.0", Binary: "notification-controller", Namespace: "notification-system"},
+}
+
+// fluxImageUser is the user of Flux's upstream images (USER 65534:65534 in their Dockerfiles): their Deployments
+// ask for runAsNonRoot without a runAsUser, so the image must name a numeric non-root user.
+const fluxImageUser = "65534:65534"
+
+// InstallFlux runs Flux's source-, helm- and notification-controller as Pods on the node, installed as their
+// modules' config/ manifests say (CRDs, RBAC, Service, Deployment; applied server-side), from images built here
+// from `make tools`' binaries and never pulled; it returns once every Deployment is available. The controllers
+// reach the apiserver as their ServiceAccounts through the `kubernetes` Service, and one another by Service name.
+// The node keeps them until it stops.
+func (n *Node) InstallFlux(t testing.TB) {
+	t.Helper()
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, c := range FluxPodControllers {
+		img, err := hostBinaryImage(ctx, c.Image(), filepath.Join(bin, c.Binary), "/usr/local/bin/"+c.Name, fluxImageUser)
+		if err != nil {
+			t.Fatalf("testenv: the %s image: %v", c.Name, err)
+		}
+		n.ImportImage(t, c.Name+".tar", img.Tar)
+	}
+	objs, err := fluxUpstreamManifests(bin, t.TempDir())
+	if err != nil {
+		t.Fatalf("testenv: Flux's upstream manifests: %v", err)
+	}
+	// Namespaces and CRDs first, as `kubectl apply` orders them: kustomize keeps the manifests' order.
+	first := func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition"
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return first(objs[i]) && !first(objs[j]) })
+	for _, o := range objs {
+		if err := n.Client.Patch(ctx, o, client.Apply, client.FieldOwner("syncmedic-testenv"), client.ForceOwnership); err != nil {
+			t.Fatalf("testenv: applying %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	for _, c := range FluxPodControllers {
+		n.waitDeploymentAvailable(t, c.Namespace, c.Name, 3*time.Minute)
+	}
+}
+
+// fluxUpstreamManifests builds the controllers' config/ manifests with kustomize (the library kubectl uses) in a
+// kustomization written under dir: source- and notification-controller's config/default as they are, and
+// helm-controller's crd, rbac and manager directories in its config/default's namespace.
+func fluxUpstreamManifests(bin, dir string) ([]*unstructured.Unstructured, error) {
+	var top []string
+	for _, c := range FluxPodControllers {
+		config := filepath.Join(bin, "config-"+c.Name+"-"+c.Version)
+		if _, err := os.Stat(filepath.Join(config, "default", "kustomization.yaml")); err != nil {
+			return nil, fmt.Errorf("%s's config/ is not in bin/: run `make tools` (%w)", c.Name, err)
+		}
+		if c.Name != "helm-controller" {
+			rel, err := filepath.Rel(dir, filepath.Join(config, "default"))
+			if err != nil {
+				return nil, err
+			}
+			top = append(top, rel)
+			continue
+		}
+		sub := filepath.Join(dir, c.Name)
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return nil, err
+		}
+		ns, err := os.ReadFile(filepath.Join(config, "default", "namespace.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(sub, "namespace.yaml"), ns, 0o600); err != nil {
+			return nil, err
+		}
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + c.Namespace + "\nresources:\n"
+		for _, d := range []string{"crd", "rbac", "manager"} {
+			rel, err := filepath.Rel(sub, filepath.Join(config, d))
+			if err != nil {
+				return nil, err
+			}
+			k += "- " + rel + "\n"
+		}
+		k += "- namespace.yaml\n"
+		if err := os.WriteFile(filepath.Join(sub, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+			return nil, err
+		}
+		top = append(top, c.Name)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + strings.Join(top, "\n- ") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		return nil, err
+	}
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		js, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// waitDeploymentAvailable waits until the Deployment ns/name has all its replicas updated and available.
+func (n *Node) waitDeploymentAvailable(t testing.TB, ns, name string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var d appsv1.Deployment
+		err := n.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)
+		if err == nil && d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
+			d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+			return
+		}
+		if time.Now().After(deadline) {
+			pods, _ := n.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			var states []string
+			for _, p := range pods.Items {
+				states = append(states, fmt.Sprintf("%s %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses))
+				logs, _ := n.Clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](20)}).DoRaw(context.Background())
+				states = append(states, string(logs))
+			}
+			t.Fatalf("testenv: Deployment %s/%s not available after %s (%v): %+v\n%s\nkubelet log:\n%s", ns, name, within, err,
+				d.Status, strings.Join(states, "\n"), tail(n.KubeletLog, 20))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// hostBinaryImage builds the image name holding the host's binary at binPath as dest (its entrypoint), with the
+// shared libraries it loads (as `ldd` lists them: `make tools` builds the Flux controllers with cgo, as the Go
+// command does by default, so they need the host's glibc), running as user. Same binary and libraries, same digest.
+func hostBinaryImage(ctx context.Context, name, binPath, dest, user string) (ociImage, error) {
+	data, err := os.ReadFile(binPath)
+	if err != nil {
+		return ociImage{}, fmt.Errorf("%w: run `make tools` first", err)
+	}
+	files := []imageFile{{Path: strings.TrimPrefix(dest, "/"), Data: data, Mode: 0o755}}
+	libs, err := sharedLibraries(ctx, binPath)
+	if err != nil {
+		return ociImage{}, err
+	}
+	for _, lib := range libs {
+		b, err := os.ReadFile(lib)
+		if err != nil {
+			return ociImage{}, err
+		}
+		files = append(files, imageFile{Path: strings.TrimPrefix(lib, "/"), Data: b, Mode: 0o755})
+	}
+	dirs := map[string]bool{}
+	for _, d := range rootDirs {
+		dirs[d] = true
+	}
+	for _, f := range files {
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var sorted []string
+	for d := range dirs {
+		sorted = append(sorted, d)
+	}
+	sort.Strings(sorted)
+	for _, d := range sorted {
+		files = append(files, imageFile{Path: d, Dir: true, Mode: 0o755})
+	}
+	l, err := ociimage.Build(name, time.Unix(0, 0), ociimage.Image{Files: files, Config: ociimage.Config{
+		OS: "linux", Architecture: "amd64", User: user, Env: []string{"PATH=/usr/local/bin:/bin"},
+		Entrypoint: []string{dest}, WorkingDir: "/", CreatedBy: "syncmedic internal/testenv hostBinaryImage",
+	}})
+	if err != nil {
+		return ociImage{}, err
+	}
+	out, err := l.Tar()
+	if err != nil {
+		return ociImage{}, err
+	}
+	return ociImage{Tar: out, Digest: l.Digest}, nil
+}
+
+// sharedLibraries lists the absolute paths of the shared libraries binPath loads, its interpreter included, as
+// `ldd` prints them; none for a static binary.
+func sharedLibraries(ctx context.Context, binPath string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "ldd", binPath).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "not a dynamic executable") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ldd %s: %w\n%s", binPath, err, out)
+	}
+	var libs []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for _, f := range fields {
+			if strings.HasPrefix(f, "/") {
+				libs = append(libs, f)
+				break
+			}
+		}
+		if len(fields) > 2 && fields[1] == "=>" && fields[2] == "not" {
+			return nil, fmt.Errorf("ldd %s: %s", binPath, sc.Text())
+		}
+	}
+	sort.Strings(libs)
+	return libs, nil
+}
