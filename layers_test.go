@@ -53,6 +53,7 @@ func layers() map[string]layer {
 		"bench":                layerTop,
 		"manifests":            layerTop,
 		"internal/conformance": layerTop,
+		"internal/install":     layerTop,
 		"internal/reliability": layerTop,
 		"internal/argoapi":     layerSupport,
 		"internal/leader":      layerSupport,

@@ -14,7 +14,7 @@
 #      order (any other alphabetically after them): internal/conformance/flux, which starts while (1) still runs and
 #      whose node scenarios come last in it (parallel tests run after the package's serial ones); kube, whose one node
 #      test is parallel too, so its other tests run while the Flux package holds the node; internal/testenv, mostly
-#      on the node; internal/imagebuild, a single test on the node.
+#      on the node; internal/imagebuild, a single test on the node; internal/install, the install tests, all on it.
 # A package counts as a node package when one of its test files calls testenv.RealNode or RealNodeWhileUsed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ first=("$module/internal/conformance/argo")
 SLOW=(cmd/syncmedic internal/reliability internal/conformance/workflows argocd manifests flux argocd/cmp)
 
 # The node packages in the order they should queue for the node (3 above).
-NODE=(internal/conformance/flux kube internal/testenv internal/imagebuild)
+NODE=(internal/conformance/flux kube internal/testenv internal/imagebuild internal/install)
 
 declare -A seen=()
 node=() rest=()

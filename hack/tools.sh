@@ -2,7 +2,8 @@
 # Installs and builds what the end-to-end tests need, into bin/ (git-ignored). Idempotent and quick when up to date.
 #   - redis-server (Debian package) for the in-process argocd-server's cache
 #   - containerd, runc, containernetworking-plugins, iptables, conntrack, busybox-static (Debian packages) and
-#     kubelet + kube-scheduler + kube-proxy v1.31.0 and CoreDNS v1.14.7 for the real node of internal/testenv
+#     kubelet + kube-scheduler + kube-proxy v1.31.0 and CoreDNS v1.14.7 for the real node of internal/testenv, and
+#     kubectl v1.31.0 for the install tests (internal/install)
 #     (node.go); ca-certificates (Debian package) for the syncmedic image `make image` builds (internal/imagebuild)
 #   - kube-apiserver and kube-controller-manager v1.31.0 and etcd v3.5, built with `go build` from the pinned
 #     modules in tools/ (the controller-manager runs the Job, TTL, garbage-collector and namespace controllers for
@@ -67,6 +68,8 @@ build kubelet kubelet k8s.io/kubernetes/cmd/kubelet "$K8S_LDFLAGS"
 build kube-scheduler kubelet k8s.io/kubernetes/cmd/kube-scheduler "$K8S_LDFLAGS"
 # The node's kube-proxy (iptables mode, in its network namespace), from a module of its own for the same reason.
 build kube-proxy kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$K8S_LDFLAGS"
+# kubectl, for the install tests that run the README's commands as written against the real node (internal/install).
+build kubectl kubectl k8s.io/kubernetes/cmd/kubectl "$K8S_LDFLAGS"
 # The node's cluster DNS: CoreDNS with only the plugins its Corefile uses (tools/coredns/main.go).
 build coredns coredns .
 build etcd etcd go.etcd.io/etcd/server/v3

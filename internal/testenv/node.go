@@ -60,6 +60,9 @@ type Node struct {
 	// webhookOnce imports NodeWebhookImage on first use (WebhookImage).
 	webhookOnce sync.Once
 	webhookErr  error
+	// fluxOnce installs Flux as Pods on first use (InstallFlux).
+	fluxOnce sync.Once
+	fluxErr  error
 }
 
 const (
@@ -608,13 +611,20 @@ func (n *Node) ImportImage(t testing.TB, file string, archive []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if err := n.importImage(ctx, file, archive); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+}
+
+func (n *Node) importImage(ctx context.Context, file string, archive []byte) error {
 	p := filepath.Join(n.Dir, "img", filepath.Base(file))
 	if err := os.WriteFile(p, archive, 0o600); err != nil {
-		t.Fatalf("testenv: writing %s: %v", p, err)
+		return fmt.Errorf("writing %s: %w", p, err)
 	}
 	if b, err := n.ctr(ctx, "images", "import", p); err != nil {
-		t.Fatalf("testenv: importing %s into the node's containerd: %v\n%s", file, err, b)
+		return fmt.Errorf("importing %s into the node's containerd: %w\n%s", file, err, b)
 	}
+	return nil
 }
 
 // startScheduler runs bin/kube-scheduler beside the apiserver, on the host's loopback.

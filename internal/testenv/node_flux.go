@@ -27,51 +27,71 @@ import (
 
 // FluxPodController is a Flux controller Node.InstallFlux runs as a Pod: its binary from `make tools`
 // (bin/<Binary>), in an image under the upstream name (Image), deployed from its module's config/ manifests
-// (bin/config-<Name>-<Version>, copied by hack/flux-tools.sh) into Namespace.
+// (bin/config-<Name>-<Version>, copied by hack/flux-tools.sh) into FluxNamespace.
 type FluxPodController struct {
-	Name, Version, Binary, Namespace string
+	Name, Version, Binary string
 }
 
 // Image is the controller's upstream image name, which its config/manager kustomization sets (fluxcd/<name>:<tag>,
 // docker.io implied): the node's containerd holds it under that name, so the kubelet never pulls it.
 func (c FluxPodController) Image() string { return "docker.io/fluxcd/" + c.Name + ":" + c.Version }
 
-// FluxPodControllers are the controllers InstallFlux runs, each in the namespace its config/default names; for
-// helm-controller, whose config/default also pulls source-controller's release manifests from GitHub, InstallFlux
-// takes its crd, rbac and manager directories with that namespace.
+// FluxNamespace is where InstallFlux runs the controllers, as `flux install` does.
+const FluxNamespace = "flux-system"
+
+// FluxPodControllers are the controllers InstallFlux runs.
 var FluxPodControllers = []FluxPodController{
-	{Name: "source-controller", Version: "v1.7.3", Binary: "source-controller", Namespace: "source-system"},
-	{Name: "helm-controller", Version: "v1.4.3", Binary: "helm-controller-v1.4.3", Namespace: "helm-system"},
-	{Name: "notification-controller", Version: "v1.5.0", Binary: "notification-controller", Namespace: "notification-system"},
+	{Name: "source-controller", Version: "v1.7.3", Binary: "source-controller"},
+	{Name: "helm-controller", Version: "v1.4.3", Binary: "helm-controller-v1.4.3"},
+	{Name: "notification-controller", Version: "v1.5.0", Binary: "notification-controller"},
 }
+
+// fluxEventsAddr is where the controllers post their events: notification-controller's event receiver, through
+// its Service. Flux's own install (fluxcd/flux2 manifests/bases) adds this argument to the upstream Deployments;
+// without it no Alert ever forwards anything.
+const fluxEventsAddr = "http://notification-controller." + FluxNamespace + ".svc." + ClusterDomain + "./"
 
 // fluxImageUser is the user of Flux's upstream images (USER 65534:65534 in their Dockerfiles): their Deployments
 // ask for runAsNonRoot without a runAsUser, so the image must name a numeric non-root user.
 const fluxImageUser = "65534:65534"
 
-// InstallFlux runs Flux's source-, helm- and notification-controller as Pods on the node, installed as their
-// modules' config/ manifests say (CRDs, RBAC, Service, Deployment; applied server-side), from images built here
-// from `make tools`' binaries and never pulled; it returns once every Deployment is available. The controllers
-// reach the apiserver as their ServiceAccounts through the `kubernetes` Service, and one another by Service name.
-// The node keeps them until it stops.
+// InstallFlux runs Flux's source-, helm- and notification-controller as Pods on the node, installed from their
+// modules' config/ manifests (CRDs, RBAC, Services, Deployments; applied server-side) into flux-system, with the
+// one change Flux's own install makes to them (--events-addr, so their events reach notification-controller), from
+// images built here from `make tools`' binaries and never pulled; it returns once every Deployment is available.
+// The controllers reach the apiserver as their ServiceAccounts through the `kubernetes` Service, and one another by
+// Service name. The node keeps them until it stops.
 func (n *Node) InstallFlux(t testing.TB) {
 	t.Helper()
+	n.fluxOnce.Do(func() { n.fluxErr = n.installFlux() })
+	if n.fluxErr != nil {
+		t.Fatalf("testenv: installing Flux as Pods: %v", n.fluxErr)
+	}
+}
+
+func (n *Node) installFlux() error {
 	bin, err := BinDir()
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, c := range FluxPodControllers {
 		img, err := hostBinaryImage(ctx, c.Image(), filepath.Join(bin, c.Binary), "/usr/local/bin/"+c.Name, fluxImageUser)
 		if err != nil {
-			t.Fatalf("testenv: the %s image: %v", c.Name, err)
+			return fmt.Errorf("the %s image: %w", c.Name, err)
 		}
-		n.ImportImage(t, c.Name+".tar", img.Tar)
+		if err := n.importImage(ctx, c.Name+".tar", img.Tar); err != nil {
+			return err
+		}
 	}
-	objs, err := fluxUpstreamManifests(bin, t.TempDir())
+	dir, err := os.MkdirTemp(n.Dir, "flux-")
 	if err != nil {
-		t.Fatalf("testenv: Flux's upstream manifests: %v", err)
+		return err
+	}
+	objs, err := fluxUpstreamManifests(bin, dir)
+	if err != nil {
+		return fmt.Errorf("building the upstream Flux manifests: %w", err)
 	}
 	// Namespaces and CRDs first, as `kubectl apply` orders them: kustomize keeps the manifests' order.
 	first := func(o *unstructured.Unstructured) bool {
@@ -80,44 +100,34 @@ func (n *Node) InstallFlux(t testing.TB) {
 	sort.SliceStable(objs, func(i, j int) bool { return first(objs[i]) && !first(objs[j]) })
 	for _, o := range objs {
 		if err := n.Client.Patch(ctx, o, client.Apply, client.FieldOwner("syncmedic-testenv"), client.ForceOwnership); err != nil {
-			t.Fatalf("testenv: applying %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
 	for _, c := range FluxPodControllers {
-		n.waitDeploymentAvailable(t, c.Namespace, c.Name, 3*time.Minute)
+		if err := n.waitDeploymentAvailable(FluxNamespace, c.Name, 3*time.Minute); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// fluxUpstreamManifests builds the controllers' config/ manifests with kustomize (the library kubectl uses) in a
-// kustomization written under dir: source- and notification-controller's config/default as they are, and
-// helm-controller's crd, rbac and manager directories in its config/default's namespace.
+// fluxUpstreamManifests builds the controllers' manifests with kustomize (the library kubectl uses) from a
+// kustomization written under dir: each controller's config/crd, config/rbac and config/manager in flux-system
+// (their config/default would put each in a namespace of its own, and helm-controller's also pulls
+// source-controller's release manifests from GitHub), the flux-system Namespace, and --events-addr for the
+// controllers that post events.
 func fluxUpstreamManifests(bin, dir string) ([]*unstructured.Unstructured, error) {
-	var top []string
+	top := []string{"namespace.yaml"}
 	for _, c := range FluxPodControllers {
 		config := filepath.Join(bin, "config-"+c.Name+"-"+c.Version)
-		if _, err := os.Stat(filepath.Join(config, "default", "kustomization.yaml")); err != nil {
+		if _, err := os.Stat(filepath.Join(config, "manager", "kustomization.yaml")); err != nil {
 			return nil, fmt.Errorf("%s's config/ is not in bin/: run `make tools` (%w)", c.Name, err)
-		}
-		if c.Name != "helm-controller" {
-			rel, err := filepath.Rel(dir, filepath.Join(config, "default"))
-			if err != nil {
-				return nil, err
-			}
-			top = append(top, rel)
-			continue
 		}
 		sub := filepath.Join(dir, c.Name)
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return nil, err
 		}
-		ns, err := os.ReadFile(filepath.Join(config, "default", "namespace.yaml"))
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(sub, "namespace.yaml"), ns, 0o600); err != nil {
-			return nil, err
-		}
-		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + c.Namespace + "\nresources:\n"
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + FluxNamespace + "\nresources:\n"
 		for _, d := range []string{"crd", "rbac", "manager"} {
 			rel, err := filepath.Rel(sub, filepath.Join(config, d))
 			if err != nil {
@@ -125,15 +135,23 @@ func fluxUpstreamManifests(bin, dir string) ([]*unstructured.Unstructured, error
 			}
 			k += "- " + rel + "\n"
 		}
-		k += "- namespace.yaml\n"
+		if c.Name != "notification-controller" {
+			k += "patches:\n- target: {kind: Deployment, name: " + c.Name + "}\n  patch: |-\n" +
+				"    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: --events-addr=" + fluxEventsAddr + "\n"
+		}
 		if err := os.WriteFile(filepath.Join(sub, "kustomization.yaml"), []byte(k), 0o600); err != nil {
 			return nil, err
 		}
 		top = append(top, c.Name)
 	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + strings.Join(top, "\n- ") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
-		return nil, err
+	files := map[string]string{
+		"namespace.yaml":     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + FluxNamespace + "\n",
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + strings.Join(top, "\n- ") + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
@@ -155,15 +173,14 @@ func fluxUpstreamManifests(bin, dir string) ([]*unstructured.Unstructured, error
 }
 
 // waitDeploymentAvailable waits until the Deployment ns/name has all its replicas updated and available.
-func (n *Node) waitDeploymentAvailable(t testing.TB, ns, name string, within time.Duration) {
-	t.Helper()
+func (n *Node) waitDeploymentAvailable(ns, name string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
 		var d appsv1.Deployment
 		err := n.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)
 		if err == nil && d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
 			d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
 			pods, _ := n.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
@@ -173,7 +190,7 @@ func (n *Node) waitDeploymentAvailable(t testing.TB, ns, name string, within tim
 				logs, _ := n.Clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](20)}).DoRaw(context.Background())
 				states = append(states, string(logs))
 			}
-			t.Fatalf("testenv: Deployment %s/%s not available after %s (%v): %+v\n%s\nkubelet log:\n%s", ns, name, within, err,
+			return fmt.Errorf("the Deployment %s/%s is not available after %s (%v): %+v\n%s\nkubelet log:\n%s", ns, name, within, err,
 				d.Status, strings.Join(states, "\n"), tail(n.KubeletLog, 20))
 		}
 		time.Sleep(250 * time.Millisecond)

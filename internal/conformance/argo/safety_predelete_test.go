@@ -186,7 +186,11 @@ func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD
 			fins, ok := announcedFinalizers(root)
 			require.True(t, ok, "the announcement lists the Application's finalizers: %s", root.Blocks)
 			if slices.Contains(fins, argocd.PreDeleteFinalizer) {
-				return app, d, root, attempt
+				// serve announces at the threshold what it sees then. On a loaded machine the hook's first run can
+				// outlast the threshold (its Job failed 10 s after the deletion in a full run): the announcement then
+				// says the PreDelete hooks have not all succeeded, and serve updates it (chat.update) once the
+				// controller records the failure. The incident's latest text is what the person on call reads.
+				return app, d, latestRootText(d.slack, root, argocd.PreDeleteFinalizer, "PreDelete hook(s)", announceWithin), attempt
 			}
 			// The controller had let the failing hook through by its creation race before serve judged (the finalizers
 			// serve read lack pre-delete-finalizer; its "/cleanup" stage, which only removes the hooks afterwards, may
@@ -211,6 +215,25 @@ func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD
 	}
 	t.Fatalf("in %d attempts the controller never held a deletion on its failing PreDelete hook", preDeleteAttempts)
 	return nil, nil, slackMessage{}, 0
+}
+
+// latestRootText returns root as its latest update (chat.update of its ts) shows it, waiting up to within for the
+// root or an update to contain sub; root itself when none does. The update must still list finalizer among the
+// Application's finalizers.
+func latestRootText(srv *fakeSlack, root slackMessage, finalizer, sub string, within time.Duration) slackMessage {
+	latest := root
+	waitFor(within, func() bool {
+		for _, m := range srv.Thread(root.TS) {
+			if m.Method == "chat.update" {
+				latest.Text, latest.Blocks = m.Text, m.Blocks
+			}
+		}
+		return strings.Contains(latest.Text, sub)
+	})
+	if fins, ok := announcedFinalizers(latest); !ok || !slices.Contains(fins, finalizer) {
+		return root
+	}
+	return latest
 }
 
 // announcedFinalizers reads the Application's finalizers from the Evidence of an app-deletion-stuck announcement

@@ -1,0 +1,170 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+)
+
+// The README sections whose sh blocks TestKustomizeInstallOnTheRealNode runs, in order.
+const (
+	readmeServeSection     = "### Running `syncmedic serve` in the cluster"
+	readmeFluxSection      = "### Sending Flux events to syncmedic"
+	readmeUninstallSection = "### Uninstall"
+)
+
+// withoutArgoCD is the serve section's block for a cluster without Argo CD, as the README says: its commands
+// (continuation lines joined) without the two syncmedic-settings literals it says to omit without Argo CD, and
+// without the two commands that fetch and store Argo CD's certificate ("the two argocd-ca lines").
+func withoutArgoCD(t *testing.T, block string) string {
+	t.Helper()
+	var out []string
+	var dropped []string
+	for _, cmd := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		code, comment, _ := strings.Cut(cmd, "  #")
+		if strings.Contains(code, "argocd-ca.crt") {
+			dropped = append(dropped, code)
+			continue
+		}
+		if strings.Contains(comment, "omit both to run without Argo CD") {
+			fields := strings.Fields(code)
+			kept := fields[:0]
+			for _, f := range fields {
+				if strings.HasPrefix(f, "--from-literal=argocd-") {
+					dropped = append(dropped, f)
+					continue
+				}
+				kept = append(kept, f)
+			}
+			code = strings.Join(kept, " ")
+		}
+		out = append(out, code)
+	}
+	// What the README marks as Argo CD's, exactly: if the block changes, this test must be looked at again.
+	require.Equal(t, []string{
+		"--from-literal=argocd-server=argocd-server.argocd.svc:443",
+		"--from-literal=argocd-ca-file=/etc/syncmedic/argocd-ca/ca.crt",
+		"kubectl -n argocd get secret argocd-secret -o jsonpath='{.data.tls\\.crt}' | base64 -d > argocd-ca.crt",
+		"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
+	}, dropped, "the Argo CD parts of the README's block")
+	return strings.Join(out, "\n")
+}
+
+// TestKustomizeInstallOnTheRealNode installs syncmedic with kustomize exactly as the README says (its sh blocks,
+// read from it, run with kubectl against the real node), beside Flux running as Pods: both replicas of the image
+// `make image` builds become Ready; a HelmRelease's events reach syncmedic's Service through notification-controller
+// and the Provider of manifests/flux, accepted with their HMAC signature; the README's uninstall leaves none of the
+// install's objects.
+func TestKustomizeInstallOnTheRealNode(t *testing.T) {
+	n := testenv.RealNode(t)
+	importSyncmedicImage(t, n)
+	n.InstallFlux(t)
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+
+	work := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(repoRoot(t), "manifests"), filepath.Join(work, "manifests")))
+	// The token file the Secret command reads; syncmedic reads it only when syncmedic-settings names an argocd-server.
+	require.NoError(t, os.WriteFile(filepath.Join(work, "argocd-token"), []byte("unused: no argocd-server is set\n"), 0o600))
+	install := withoutArgoCD(t, readmeBlock(t, readmeServeSection)) + "\n" + readmeBlock(t, readmeFluxSection)
+	t.Logf("install:\n%s", runShell(t, n, work, install))
+
+	var d appsv1.Deployment
+	poll(t, "the syncmedic Deployment available", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: "syncmedic", Name: "syncmedic"}, &d); err != nil {
+			return false, err
+		}
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas == 2 && d.Status.AvailableReplicas == 2,
+			fmt.Errorf("%+v", d.Status)
+	})
+	pods, err := core.Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 2)
+	for _, p := range pods.Items {
+		require.Equal(t, strings.TrimPrefix(makefileImage(t), "docker.io/"), p.Spec.Containers[0].Image)
+	}
+
+	// A release in flux-system, where the README's Alert watches HelmReleases; helm-controller posts its events to
+	// notification-controller, which forwards them through the Provider to the syncmedic Service.
+	url := fluxreal.ServeChartsOnNode(t, n, testenv.FluxNamespace, fluxreal.ConfigMapChart("hello", "0.1.0"))
+	chartRelease(t, n, testenv.FluxNamespace, url, "syncmedic-install-test", "hello", "0.1.0")
+	poll(t, "Flux's events accepted by syncmedic", func() (bool, error) {
+		accepted, refused := 0, 0
+		for _, p := range pods.Items {
+			m, err := podMetrics(ctx, n, p)
+			if err != nil {
+				return false, err
+			}
+			accepted += m[`syncmedic_events_received_total{result="accepted"}`]
+			refused += m[`syncmedic_events_received_total{result="unauthorized"}`] + m[`syncmedic_events_received_total{result="malformed"}`]
+		}
+		require.Zero(t, refused, "no event refused")
+		if accepted > 0 {
+			t.Logf("syncmedic accepted %d signed Flux event(s) through its Service", accepted)
+		}
+		return accepted > 0, fmt.Errorf("accepted %d", accepted)
+	})
+
+	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection)))
+	poll(t, "nothing of the install left", func() (bool, error) {
+		var left []string
+		if _, err := core.Namespaces().Get(ctx, "syncmedic", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("Namespace syncmedic (%v)", err))
+		}
+		if _, err := n.Clientset.RbacV1().ClusterRoles().Get(ctx, "syncmedic", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ClusterRole syncmedic")
+		}
+		if _, err := n.Clientset.RbacV1().ClusterRoleBindings().Get(ctx, "syncmedic", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ClusterRoleBinding syncmedic")
+		}
+		if _, err := core.Secrets(testenv.FluxNamespace).Get(ctx, "syncmedic-flux-hmac", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Secret flux-system/syncmedic-flux-hmac")
+		}
+		for _, kind := range []string{"Provider", "Alert"} {
+			o := &unstructured.Unstructured{}
+			o.SetAPIVersion("notification.toolkit.fluxcd.io/v1beta3")
+			o.SetKind(kind)
+			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: testenv.FluxNamespace, Name: "syncmedic"}, o); !apierrors.IsNotFound(err) {
+				left = append(left, kind+" flux-system/syncmedic")
+			}
+		}
+		return len(left) == 0, fmt.Errorf("left: %v", left)
+	})
+}
+
+// metricLine is one sample of the Prometheus text format without labels' spaces: name{labels} value.
+var metricLine = regexp.MustCompile(`^(\S+) (\S+)$`)
+
+// podMetrics reads the Pod's /metrics on port 9292 through the apiserver's Pod proxy and returns the integer
+// samples by series.
+func podMetrics(ctx context.Context, n *testenv.Node, p corev1.Pod) (map[string]int, error) {
+	b, err := n.Clientset.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "9292", "/metrics", nil).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := metricLine.FindStringSubmatch(line); m != nil && !strings.HasPrefix(line, "#") {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+				out[m[1]] = int(v)
+			}
+		}
+	}
+	return out, nil
+}
