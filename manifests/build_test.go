@@ -20,7 +20,7 @@ func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
-	out, err := Build(abs)
+	out, err := testenv.KustomizeBuild(abs)
 	require.NoError(t, err)
 	return out
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
-	"github.com/syncmedic/syncmedic/manifests"
 	"github.com/syncmedic/syncmedic/ui"
 )
 
@@ -134,7 +133,7 @@ spec:
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "install.yaml"), []byte(install), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
 		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: argocd\nresources: [install.yaml]\ncomponents: ["+rel+"]\n"), 0o644))
-	objs, err := manifests.Build(dir)
+	objs, err := testenv.KustomizeBuild(dir)
 	require.NoError(t, err)
 	cms := map[string]map[string]string{}
 	var server *unstructured.Unstructured
@@ -249,7 +248,7 @@ func kustomizeBuild(t *testing.T, kustomization func(rel func(string) string) st
 		return r
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization(rel)), 0o644))
-	out, err := manifests.Build(dir)
+	out, err := testenv.KustomizeBuild(dir)
 	require.NoError(t, err)
 	return out
 }

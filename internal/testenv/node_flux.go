@@ -153,6 +153,12 @@ func fluxUpstreamManifests(bin, dir string) ([]*unstructured.Unstructured, error
 			return nil, err
 		}
 	}
+	return KustomizeBuild(dir)
+}
+
+// KustomizeBuild runs kustomize (krusty, the library kubectl uses) on the kustomization in dir and returns its
+// objects in kustomize's order.
+func KustomizeBuild(dir string) ([]*unstructured.Unstructured, error) {
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, err
@@ -234,18 +240,8 @@ func hostBinaryImage(ctx context.Context, name, binPath, dest, user string) (oci
 	for _, d := range sorted {
 		files = append(files, imageFile{Path: d, Dir: true, Mode: 0o755})
 	}
-	l, err := ociimage.Build(name, time.Unix(0, 0), ociimage.Image{Files: files, Config: ociimage.Config{
-		OS: "linux", Architecture: "amd64", User: user, Env: []string{"PATH=/usr/local/bin:/bin"},
-		Entrypoint: []string{dest}, WorkingDir: "/", CreatedBy: "syncmedic internal/testenv hostBinaryImage",
-	}})
-	if err != nil {
-		return ociImage{}, err
-	}
-	out, err := l.Tar()
-	if err != nil {
-		return ociImage{}, err
-	}
-	return ociImage{Tar: out, Digest: l.Digest}, nil
+	return buildOCIImageWith(name, files, ociimage.Config{User: user, Env: []string{"PATH=/usr/local/bin:/bin"},
+		Entrypoint: []string{dest}, CreatedBy: "syncmedic internal/testenv hostBinaryImage"})
 }
 
 // sharedLibraries lists the absolute paths of the shared libraries binPath loads, its interpreter included, as

@@ -37,10 +37,14 @@ type ociImage struct {
 // running entrypoint. The layout is a pure function of its inputs: entries are sorted, times are zero and owners
 // root, so the same input gives the same digest.
 func buildOCIImage(name string, files []imageFile, entrypoint []string) (ociImage, error) {
-	l, err := ociimage.Build(name, time.Unix(0, 0), ociimage.Image{Files: files, Config: ociimage.Config{
-		OS: "linux", Architecture: "amd64", Env: []string{"PATH=/bin"}, Entrypoint: entrypoint, WorkingDir: "/",
-		CreatedBy: "syncmedic internal/testenv buildOCIImage",
-	}})
+	return buildOCIImageWith(name, files, ociimage.Config{Env: []string{"PATH=/bin"}, Entrypoint: entrypoint,
+		CreatedBy: "syncmedic internal/testenv buildOCIImage"})
+}
+
+// buildOCIImageWith is buildOCIImage with the image's configuration cfg (linux/amd64, working directory /).
+func buildOCIImageWith(name string, files []imageFile, cfg ociimage.Config) (ociImage, error) {
+	cfg.OS, cfg.Architecture, cfg.WorkingDir = "linux", "amd64", "/"
+	l, err := ociimage.Build(name, time.Unix(0, 0), ociimage.Image{Files: files, Config: cfg})
 	if err != nil {
 		return ociImage{}, err
 	}
