@@ -75,16 +75,35 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
-	ctx := context.Background()
-	core := n.Clientset.CoreV1()
-
-	work := t.TempDir()
-	require.NoError(t, os.Symlink(filepath.Join(repoRoot(t), "manifests"), filepath.Join(work, "manifests")))
-	// The token file the Secret command reads; syncmedic reads it only when syncmedic-settings names an argocd-server.
-	require.NoError(t, os.WriteFile(filepath.Join(work, "argocd-token"), []byte("unused: no argocd-server is set\n"), 0o600))
-	install := withoutArgoCD(t, readmeBlock(t, readmeServeSection)) + "\n" + readmeBlock(t, readmeFluxSection)
+	work := workDir(t)
+	install := withoutArgoCD(t, readmeBlock(t, readmeServeSection, 1)) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
+	checkInstalled(t, n, "syncmedic-kustomize")
+	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 1)))
+	checkNothingLeft(t, n)
+}
 
+// workDir is the directory the README's commands run in: a link to manifests/ (and charts/) of this checkout, and
+// the token files the Secret commands read, which syncmedic never reads here (no argocd-server, no Slack channel).
+func workDir(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	for _, d := range []string{"manifests", "charts"} {
+		require.NoError(t, os.Symlink(filepath.Join(repoRoot(t), d), filepath.Join(work, d)))
+	}
+	for _, f := range []string{"argocd-token", "slack-token"} {
+		require.NoError(t, os.WriteFile(filepath.Join(work, f), []byte("unused here\n"), 0o600))
+	}
+	return work
+}
+
+// checkInstalled waits until both replicas of the syncmedic Deployment in namespace syncmedic are Ready, running
+// the image `make image` built, then installs the HelmRelease release in flux-system (where the README's Alert
+// watches them) and waits until syncmedic has accepted its signed events: helm-controller posts them to
+// notification-controller, which forwards them through the Provider to the syncmedic Service.
+func checkInstalled(t *testing.T, n *testenv.Node, release string) {
+	t.Helper()
+	ctx := context.Background()
 	var d appsv1.Deployment
 	poll(t, "the syncmedic Deployment available", func() (bool, error) {
 		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: "syncmedic", Name: "syncmedic"}, &d); err != nil {
@@ -93,17 +112,13 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 		return d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas == 2 && d.Status.AvailableReplicas == 2,
 			fmt.Errorf("%+v", d.Status)
 	})
-	pods, err := core.Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+	pods, err := n.Clientset.CoreV1().Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
 	require.NoError(t, err)
 	require.Len(t, pods.Items, 2)
 	for _, p := range pods.Items {
-		require.Equal(t, strings.TrimPrefix(makefileImage(t), "docker.io/"), p.Spec.Containers[0].Image)
+		require.Equal(t, makefileImage(t), p.Spec.Containers[0].Image)
 	}
-
-	// A release in flux-system, where the README's Alert watches HelmReleases; helm-controller posts its events to
-	// notification-controller, which forwards them through the Provider to the syncmedic Service.
-	url := fluxreal.ServeChartsOnNode(t, n, testenv.FluxNamespace, fluxreal.ConfigMapChart("hello", "0.1.0"))
-	chartRelease(t, n, testenv.FluxNamespace, url, "syncmedic-install-test", "hello", "0.1.0")
+	chartRelease(t, n, testenv.FluxNamespace, chartsURL(t, n), release, "hello", "0.1.0")
 	poll(t, "Flux's events accepted by syncmedic", func() (bool, error) {
 		accepted, refused := 0, 0
 		for _, p := range pods.Items {
@@ -120,8 +135,26 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 		}
 		return accepted > 0, fmt.Errorf("accepted %d", accepted)
 	})
+}
 
-	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection)))
+// chartURLs are the Helm repositories ServeChartsOnNode serves in flux-system, by node.
+var chartURLs = map[*testenv.Node]string{}
+
+// chartsURL serves the chart hello 0.1.0 in flux-system on first use and returns the repository's URL.
+func chartsURL(t *testing.T, n *testenv.Node) string {
+	t.Helper()
+	if chartURLs[n] == "" {
+		chartURLs[n] = fluxreal.ServeChartsOnNode(t, n, testenv.FluxNamespace, fluxreal.ConfigMapChart("hello", "0.1.0"))
+	}
+	return chartURLs[n]
+}
+
+// checkNothingLeft waits until none of the install's objects is left: the namespace syncmedic (with everything in
+// it), the ClusterRole and its binding, the Provider, the Alert and their Secret in flux-system.
+func checkNothingLeft(t *testing.T, n *testenv.Node) {
+	t.Helper()
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
 	poll(t, "nothing of the install left", func() (bool, error) {
 		var left []string
 		if _, err := core.Namespaces().Get(ctx, "syncmedic", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

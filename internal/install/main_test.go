@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,10 +64,18 @@ func makefileImage(t *testing.T) string {
 	return string(m[1])
 }
 
+// imported records the nodes importSyncmedicImage imported the image into (the tests of this package run one at a
+// time).
+var imported = map[*testenv.Node]bool{}
+
 // importSyncmedicImage builds the syncmedic image as `make image` does, under the manifests' name, and imports it
 // into the node's containerd: the manifests' Pods run it without a pull (IfNotPresent, a version tag).
 func importSyncmedicImage(t *testing.T, n *testenv.Node) {
 	t.Helper()
+	if imported[n] {
+		return
+	}
+	imported[n] = true
 	name := makefileImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -78,17 +87,20 @@ func importSyncmedicImage(t *testing.T, n *testenv.Node) {
 	n.ImportImage(t, "syncmedic-image.tar", archive)
 }
 
-// readmeBlock returns the first ```sh block after the README line heading.
-func readmeBlock(t *testing.T, heading string) string {
+// readmeBlock returns the nth (from 1) ```sh block after the README line heading.
+func readmeBlock(t *testing.T, heading string, nth int) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	require.NoError(t, err)
 	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	require.True(t, ok, "no README heading %q", heading)
-	_, after, ok = strings.Cut(after, "```sh\n")
-	require.True(t, ok, "no sh block after %q", heading)
-	block, _, ok := strings.Cut(after, "```\n")
-	require.True(t, ok, "unterminated sh block after %q", heading)
+	var block string
+	for i := 0; i < nth; i++ {
+		_, after, ok = strings.Cut(after, "```sh\n")
+		require.True(t, ok, "no sh block %d after %q", i+1, heading)
+		block, after, ok = strings.Cut(after, "```\n")
+		require.True(t, ok, "unterminated sh block after %q", heading)
+	}
 	return block
 }
 
@@ -146,7 +158,11 @@ func chartRelease(t *testing.T, n *testenv.Node, ns, url, name, chart, version s
 			"chart": map[string]any{"spec": map[string]any{"chart": chart, "version": version,
 				"sourceRef": map[string]any{"kind": "HelmRepository", "name": "charts"}}}}),
 	} {
-		require.NoError(t, n.Client.Create(ctx, o), "%s", o.GetKind())
+		err := n.Client.Create(ctx, o)
+		if o.GetKind() == "HelmRepository" && apierrors.IsAlreadyExists(err) {
+			continue // another test of the node made it
+		}
+		require.NoError(t, err, "%s", o.GetKind())
 	}
 	release := fluxObject("helm.toolkit.fluxcd.io/v2", "HelmRelease", ns, name, nil)
 	poll(t, "HelmRelease "+ns+"/"+name+" Ready", func() (bool, error) {
