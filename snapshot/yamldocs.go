@@ -106,6 +106,11 @@ func isItemsKey(l []byte) bool {
 }
 
 func (y *yamlDocs) addLine(l []byte) bool {
+	if !y.whole && bytes.IndexByte(l, '\r') >= 0 {
+		// A carriage return not followed by a newline (ReadLine strips "\r\n") breaks the line for YAML but not
+		// for this line reader, which would read its rest as part of an item: addAll (found by FuzzStream).
+		return false
+	}
 	y.docLines++
 	if !y.inItems {
 		if !y.whole && isItemsKey(l) {
