@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -17,34 +15,21 @@ const readmeHelmSection = "### Install with Helm"
 // values (empty, the chart's defaults, mean no Argo CD and no Slack), after the token the serve section makes.
 func helmWithoutArgoCDOrSlack(t *testing.T, block string) string {
 	t.Helper()
-	out := []string{"TOKEN=$(openssl rand -hex 32)   # as in \"Running syncmedic serve in the cluster\""}
-	var dropped []string
-	for _, cmd := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
-		code, _, _ := strings.Cut(cmd, "  #")
-		if strings.Contains(code, "syncmedic-argocd-ca") {
-			dropped = append(dropped, strings.TrimSpace(code))
-			continue
-		}
-		fields := strings.Fields(code)
-		kept := fields[:0]
-		for i := 0; i < len(fields); i++ {
-			if fields[i] == "--set" && i+1 < len(fields) &&
-				(strings.HasPrefix(fields[i+1], "argocd.") || strings.HasPrefix(fields[i+1], "slack.channel=")) {
-				dropped = append(dropped, fields[i+1])
-				i++
-				continue
+	return "TOKEN=$(openssl rand -hex 32)   # as in \"Running syncmedic serve in the cluster\"\n" + leaveOut(t, block,
+		func(code string) bool { return strings.Contains(code, "syncmedic-argocd-ca") },
+		func(args []string, i int) int {
+			if args[i] == "--set" && i+1 < len(args) &&
+				(strings.HasPrefix(args[i+1], "argocd.") || strings.HasPrefix(args[i+1], "slack.channel=")) {
+				return 2
 			}
-			kept = append(kept, fields[i])
-		}
-		out = append(out, strings.Join(kept, " "))
-	}
-	require.Equal(t, []string{
-		"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
-		"argocd.server=argocd-server.argocd.svc:443",
-		"argocd.tls.mode=ca",
-		"slack.channel='#gitops-incidents'",
-	}, dropped, "the Argo CD and Slack parts of the README's block")
-	return strings.Join(out, "\n")
+			return 0
+		},
+		[]string{
+			"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
+			"--set argocd.server=argocd-server.argocd.svc:443",
+			"--set argocd.tls.mode=ca",
+			"--set slack.channel='#gitops-incidents'",
+		})
 }
 
 // TestHelmInstallOnTheRealNode installs syncmedic with `helm install` of the chart as the README says (bin/helm,

@@ -31,41 +31,54 @@ const (
 	readmeUninstallSection = "### Uninstall"
 )
 
-// withoutArgoCD is the serve section's block for a cluster without Argo CD, as the README says: its commands
-// (continuation lines joined) without the two syncmedic-settings literals it says to omit without Argo CD, and
-// without the two commands that fetch and store Argo CD's certificate ("the two argocd-ca lines").
-func withoutArgoCD(t *testing.T, block string) string {
+// leaveOut returns block's commands (continuation lines joined, comments cut) without the commands dropCommand
+// picks and the arguments dropArg picks (it returns how many arguments from args[i] on to leave out, 0 to keep
+// args[i]), and requires that exactly want was left out, in order: if the README's block changes, the test must be
+// looked at again.
+func leaveOut(t *testing.T, block string, dropCommand func(code string) bool, dropArg func(args []string, i int) int, want []string) string {
 	t.Helper()
-	var out []string
-	var dropped []string
+	var out, dropped []string
 	for _, cmd := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
-		code, comment, _ := strings.Cut(cmd, "  #")
-		if strings.Contains(code, "argocd-ca.crt") {
-			dropped = append(dropped, code)
+		code, _, _ := strings.Cut(cmd, "  #")
+		if dropCommand(code) {
+			dropped = append(dropped, strings.TrimSpace(code))
 			continue
 		}
-		if strings.Contains(comment, "omit both to run without Argo CD") {
-			fields := strings.Fields(code)
-			kept := fields[:0]
-			for _, f := range fields {
-				if strings.HasPrefix(f, "--from-literal=argocd-") {
-					dropped = append(dropped, f)
-					continue
-				}
-				kept = append(kept, f)
+		args := strings.Fields(code)
+		var kept []string
+		for i := 0; i < len(args); i++ {
+			if k := dropArg(args, i); k > 0 {
+				dropped = append(dropped, strings.Join(args[i:min(i+k, len(args))], " "))
+				i += k - 1
+				continue
 			}
-			code = strings.Join(kept, " ")
+			kept = append(kept, args[i])
 		}
-		out = append(out, code)
+		out = append(out, strings.Join(kept, " "))
 	}
-	// What the README marks as Argo CD's, exactly: if the block changes, this test must be looked at again.
-	require.Equal(t, []string{
-		"--from-literal=argocd-server=argocd-server.argocd.svc:443",
-		"--from-literal=argocd-ca-file=/etc/syncmedic/argocd-ca/ca.crt",
-		"kubectl -n argocd get secret argocd-secret -o jsonpath='{.data.tls\\.crt}' | base64 -d > argocd-ca.crt",
-		"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
-	}, dropped, "the Argo CD parts of the README's block")
+	require.Equal(t, want, dropped, "the parts of the README's block left out")
 	return strings.Join(out, "\n")
+}
+
+// withoutArgoCD is the serve section's block for a cluster without Argo CD, as the README says: without the two
+// syncmedic-settings literals it says to omit without Argo CD, and without the two commands that fetch and store
+// Argo CD's certificate ("the two argocd-ca lines").
+func withoutArgoCD(t *testing.T, block string) string {
+	t.Helper()
+	return leaveOut(t, block,
+		func(code string) bool { return strings.Contains(code, "argocd-ca.crt") },
+		func(args []string, i int) int {
+			if strings.HasPrefix(args[i], "--from-literal=argocd-") {
+				return 1
+			}
+			return 0
+		},
+		[]string{
+			"--from-literal=argocd-server=argocd-server.argocd.svc:443",
+			"--from-literal=argocd-ca-file=/etc/syncmedic/argocd-ca/ca.crt",
+			"kubectl -n argocd get secret argocd-secret -o jsonpath='{.data.tls\\.crt}' | base64 -d > argocd-ca.crt",
+			"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
+		})
 }
 
 // TestKustomizeInstallOnTheRealNode installs syncmedic with kustomize exactly as the README says (its sh blocks,
