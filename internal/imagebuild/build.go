@@ -10,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -129,7 +128,7 @@ func platformImage(ctx context.Context, o Options, platform string, common []oci
 	if o.Revision != "" {
 		labels["org.opencontainers.image.revision"] = o.Revision
 	}
-	return ociimage.Image{Gzip: true, Files: withParents(files), Config: ociimage.Config{
+	return ociimage.Image{Gzip: true, Files: ociimage.WithParents(files), Config: ociimage.Config{
 		OS: goos, Architecture: goarch, User: User, Entrypoint: Entrypoint(),
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Labels: labels, Created: o.Epoch,
@@ -173,24 +172,4 @@ func commonFiles(caCertsFile string) ([]ociimage.File, error) {
 		files = append(files, ociimage.File{Path: p, Data: b, Mode: 0o644})
 	}
 	return files, nil
-}
-
-// withParents adds a directory entry (0755, root) for every parent directory of files.
-func withParents(files []ociimage.File) []ociimage.File {
-	dirs := map[string]bool{}
-	for _, f := range files {
-		for d := path.Dir(f.Path); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	sorted := make([]string, 0, len(dirs))
-	for d := range dirs {
-		sorted = append(sorted, d)
-	}
-	sort.Strings(sorted)
-	out := append([]ociimage.File(nil), files...)
-	for _, d := range sorted {
-		out = append(out, ociimage.File{Path: d, Dir: true, Mode: 0o755})
-	}
-	return out
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/syncmedic/syncmedic/internal/ociimage"
 )
 
 func TestBuildRefusesIncompleteOptionsBeforeBuilding(t *testing.T) {
@@ -30,17 +28,4 @@ func TestBuildRefusesIncompleteOptionsBeforeBuilding(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
-}
-
-func TestWithParentsAddsEachParentDirectoryOnce(t *testing.T) {
-	got := withParents([]ociimage.File{{Path: "a/b/c"}, {Path: "a/b/d"}, {Path: "e"}})
-	var paths []string
-	for _, f := range got {
-		if f.Dir {
-			require.Equal(t, int64(0o755), f.Mode)
-			paths = append(paths, f.Path)
-		}
-	}
-	require.Equal(t, []string{"a", "a/b"}, paths)
-	require.Len(t, got, 5)
 }

@@ -75,7 +75,6 @@ func importSyncmedicImage(t *testing.T, n *testenv.Node) {
 	if imported[n] {
 		return
 	}
-	imported[n] = true
 	name := makefileImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -85,6 +84,7 @@ func importSyncmedicImage(t *testing.T, n *testenv.Node) {
 	archive, err := l.Tar()
 	require.NoError(t, err)
 	n.ImportImage(t, "syncmedic-image.tar", archive)
+	imported[n] = true
 }
 
 // readmeBlock returns the nth (from 1) ```sh block after the README line heading.

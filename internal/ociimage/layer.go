@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"path"
 	"sort"
 	"time"
 )
@@ -17,6 +18,34 @@ type File struct {
 	Dir      bool
 	Link     string
 	UID, GID int
+}
+
+// WithParents returns files with a directory entry (0755, root) added for every parent directory of an entry that
+// files does not list as a directory already, in path order after the entries of files.
+func WithParents(files []File) []File {
+	listed, dirs := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		if f.Dir {
+			listed[f.Path] = true
+		}
+	}
+	for _, f := range files {
+		for d := path.Dir(f.Path); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sorted := make([]string, 0, len(dirs))
+	for d := range dirs {
+		if !listed[d] {
+			sorted = append(sorted, d)
+		}
+	}
+	sort.Strings(sorted)
+	out := append([]File(nil), files...)
+	for _, d := range sorted {
+		out = append(out, File{Path: d, Dir: true, Mode: 0o755})
+	}
+	return out
 }
 
 // layerTar writes files as a tar archive sorted by path, every entry dated mtime, with the given owners and modes

@@ -94,3 +94,16 @@ func TestReadLayerFindsEachPlatformsFilesThroughTheIndex(t *testing.T) {
 		})
 	}
 }
+
+func TestWithParentsAddsEachParentDirectoryOnce(t *testing.T) {
+	got := WithParents([]File{{Path: "a/b/c"}, {Path: "a/b/d"}, {Path: "e"}, {Path: "f", Dir: true, Mode: 0o755}, {Path: "f/g"}})
+	var paths []string
+	for _, f := range got {
+		if f.Dir {
+			require.Equal(t, int64(0o755), f.Mode)
+			paths = append(paths, f.Path)
+		}
+	}
+	require.Equal(t, []string{"f", "a", "a/b"}, paths, "f is listed already")
+	require.Len(t, got, 7)
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -223,23 +222,10 @@ func hostBinaryImage(ctx context.Context, name, binPath, dest, user string) (oci
 		}
 		files = append(files, imageFile{Path: strings.TrimPrefix(lib, "/"), Data: b, Mode: 0o755})
 	}
-	dirs := map[string]bool{}
 	for _, d := range rootDirs {
-		dirs[d] = true
-	}
-	for _, f := range files {
-		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	var sorted []string
-	for d := range dirs {
-		sorted = append(sorted, d)
-	}
-	sort.Strings(sorted)
-	for _, d := range sorted {
 		files = append(files, imageFile{Path: d, Dir: true, Mode: 0o755})
 	}
+	files = ociimage.WithParents(files)
 	return buildOCIImageWith(name, files, ociimage.Config{User: user, Env: []string{"PATH=/usr/local/bin:/bin"},
 		Entrypoint: []string{dest}, CreatedBy: "syncmedic internal/testenv hostBinaryImage"})
 }
