@@ -7,6 +7,7 @@
 #   - bin/crds-argocd-V/           the version's Application, AppProject and ApplicationSet CRDs (manifests/crds)
 #   - bin/argocd-V-hack/           git-verify-wrapper.sh, git-ask-pass.sh, gpg-wrapper.sh from the module's hack/
 #                                  (the repo-server runs git through them; module files are read-only, so copied +x)
+#   - bin/argocd-install-v3.6.1.yaml  v3.6.1's manifests/install.yaml (the install tests run it as Pods)
 # Versions (see UPSTREAM-VERSIONS.md): v2.14.21 (argo-cd/v2), v3.0.12 (a 3.0 release before the hook-finalizer leak
 # fixes of 3.0.16) and v3.6.1 (newest; its module says go 1.27, built with GOTOOLCHAIN=go1.27.2).
 set -euo pipefail
@@ -17,14 +18,20 @@ mkdir -p "$BIN"
 
 log() { printf 'argocd-tools: %s\n' "$*" >&2; }
 
-# The repo-server shells out to git (and the tests create their repositories with it).
-if ! command -v git >/dev/null 2>&1; then
-  log "installing git (Debian package)"
+# The repo-server shells out to git (and the tests create their repositories with it). The Argo CD image the
+# install tests run (testenv Node.InstallArgoCD) also takes from this machine the other Debian packages Argo CD's
+# Dockerfile installs and its components run: gpg and gpg-agent (the repo-server's keyring), tini (PID 1).
+missing=()
+for pkg in git ca-certificates gpg gpg-agent gpgconf tini; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   # `make tools` runs two tool scripts at once, and apt-get takes one caller at a time: wait for the other.
   flock /tmp/syncmedic-apt.lock $SUDO apt-get update -qq
-  flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # build VERSION TOOLDIR MODULE TOOLCHAIN: build MODULE/cmd from tools/TOOLDIR into bin/argocd-VERSION, copy its CRDs
@@ -55,3 +62,10 @@ build() {
 build v2.14.21 argocd-v2.14 github.com/argoproj/argo-cd/v2 local
 build v3.6.1 argocd-v3.6 github.com/argoproj/argo-cd/v3 go1.27.2
 build v3.0.12 argocd-v3.0 github.com/argoproj/argo-cd/v3 local
+
+# The install manifests of the version the install tests run as Pods (testenv Node.InstallArgoCD):
+# bin/argocd-install-v3.6.1.yaml, the module's manifests/install.yaml. Quick: the module is in the module cache.
+src=$(cd "$ROOT/tools/argocd-v3.6" && GOTOOLCHAIN=go1.27.2 go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+if ! cmp -s "$src/manifests/install.yaml" "$BIN/argocd-install-v3.6.1.yaml"; then
+  cp "$src/manifests/install.yaml" "$BIN/argocd-install-v3.6.1.yaml" && chmod u+w "$BIN/argocd-install-v3.6.1.yaml"
+fi

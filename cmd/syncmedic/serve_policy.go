@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,35 +98,66 @@ func (h *policyHolder) reload(ctx context.Context) error {
 		if old.KillSwitch != p.KillSwitch {
 			h.log.Warn("kill switch changed", "killSwitch", p.KillSwitch, "source", h.source)
 		}
+		if changed := changedThresholds(old, p); len(changed) > 0 {
+			h.log.Warn("policy thresholds changed: they take effect when serve restarts (kubectl rollout restart "+
+				"of its Deployment); the rest of the new policy is in force now", "rules", changed, "source", h.source)
+		}
 	}
+}
+
+// changedThresholds lists the rules whose policy threshold differs between old and p, sorted. The rules' watches
+// take their thresholds when serve starts (applyPolicyThresholds), so a change waits for a restart.
+func changedThresholds(old, p *policy.Policy) []string {
+	var out []string
+	var th snapshot.Thresholds
+	for id := range thresholdFields(&th) {
+		d1, ok1 := old.Threshold(id)
+		d2, ok2 := p.Threshold(id)
+		if ok1 != ok2 || d1 != d2 {
+			out = append(out, string(id))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // applyPolicyThresholds lets the policy override the age thresholds given by flags.
 func applyPolicyThresholds(th *snapshot.Thresholds, p *policy.Policy) {
-	for id, field := range map[syncmedic.RuleID]*time.Duration{
-		syncmedic.RuleHookFinalizerStuck:       &th.ArgoCD.HookFinalizer,
-		syncmedic.RuleHookCompletionMissed:     &th.ArgoCD.HookCompletion,
-		syncmedic.RuleOperationStuck:           &th.ArgoCD.OperationStuck,
-		syncmedic.RuleAppDeletionStuck:         &th.ArgoCD.AppDeletion,
-		syncmedic.RuleHookNotDeleted:           &th.ArgoCD.HookDeletion,
-		syncmedic.RuleWaitingForHealth:         &th.ArgoCD.WaitingForHealth,
-		syncmedic.RuleAutoSyncNotRetried:       &th.ArgoCD.AutoSyncNotRetried,
-		syncmedic.RuleOperationOrphaned:        &th.ArgoCD.OperationOrphaned,
-		syncmedic.RuleRollingSyncStalled:       &th.ArgoCD.RollingSyncStalled,
-		syncmedic.RuleReleaseDeletionStuck:     &th.Flux.ReleaseDeletion,
-		syncmedic.RuleReadyUnknownStuck:        &th.Flux.ReadyUnknown,
-		syncmedic.RuleStuckTerminating:         &th.Kube.Terminating,
-		syncmedic.RuleWebhookBackendMissing:    &th.Kube.WebhookBackend,
-		syncmedic.RuleArtifactGCFinalizerStuck: &th.Kube.ArtifactGC,
-		syncmedic.RuleHelmReleaseStaleStatus:   &th.Flux.StaleStatus,
-		syncmedic.RuleDependencyNotReadyFalse:  &th.Flux.DependencyNotReady,
-	} {
+	for id, field := range thresholdFields(th) {
+		if field == nil {
+			continue // a Kustomization rule: kustomizationThreshold below
+		}
 		if d, ok := p.Threshold(id); ok {
 			*field = d
 		}
 	}
 	if d, ok := kustomizationThreshold(p); ok {
 		th.Flux.Kustomization = d
+	}
+}
+
+// thresholdFields maps each rule with an age threshold to its field in th; the Kustomization rules, which share
+// one field (kustomizationThreshold), map to nil.
+func thresholdFields(th *snapshot.Thresholds) map[syncmedic.RuleID]*time.Duration {
+	return map[syncmedic.RuleID]*time.Duration{
+		syncmedic.RuleHookFinalizerStuck:              &th.ArgoCD.HookFinalizer,
+		syncmedic.RuleHookCompletionMissed:            &th.ArgoCD.HookCompletion,
+		syncmedic.RuleOperationStuck:                  &th.ArgoCD.OperationStuck,
+		syncmedic.RuleAppDeletionStuck:                &th.ArgoCD.AppDeletion,
+		syncmedic.RuleHookNotDeleted:                  &th.ArgoCD.HookDeletion,
+		syncmedic.RuleWaitingForHealth:                &th.ArgoCD.WaitingForHealth,
+		syncmedic.RuleAutoSyncNotRetried:              &th.ArgoCD.AutoSyncNotRetried,
+		syncmedic.RuleOperationOrphaned:               &th.ArgoCD.OperationOrphaned,
+		syncmedic.RuleRollingSyncStalled:              &th.ArgoCD.RollingSyncStalled,
+		syncmedic.RuleReleaseDeletionStuck:            &th.Flux.ReleaseDeletion,
+		syncmedic.RuleReadyUnknownStuck:               &th.Flux.ReadyUnknown,
+		syncmedic.RuleStuckTerminating:                &th.Kube.Terminating,
+		syncmedic.RuleWebhookBackendMissing:           &th.Kube.WebhookBackend,
+		syncmedic.RuleArtifactGCFinalizerStuck:        &th.Kube.ArtifactGC,
+		syncmedic.RuleHelmReleaseStaleStatus:          &th.Flux.StaleStatus,
+		syncmedic.RuleDependencyNotReadyFalse:         &th.Flux.DependencyNotReady,
+		syncmedic.RuleKustomizationDependencyNotReady: nil, syncmedic.RuleKustomizationHealthCheckStuck: nil,
+		syncmedic.RuleKustomizationDeletionStuck: nil, syncmedic.RuleKustomizationStaleRevision: nil,
 	}
 }
 

@@ -29,6 +29,7 @@ const (
 	readmeServeSection     = "### Running `syncmedic serve` in the cluster"
 	readmeFluxSection      = "### Sending Flux events to syncmedic"
 	readmeUninstallSection = "### Uninstall"
+	readmeAccountSection   = "### The syncmedic Argo CD account"
 )
 
 // leaveOut returns block's commands (continuation lines joined, comments cut) without the commands dropCommand
@@ -60,46 +61,34 @@ func leaveOut(t *testing.T, block string, dropCommand func(code string) bool, dr
 	return strings.Join(out, "\n")
 }
 
-// withoutArgoCD is the serve section's block for a cluster without Argo CD, as the README says: without the two
-// syncmedic-settings literals it says to omit without Argo CD, and without the two commands that fetch and store
-// Argo CD's certificate ("the two argocd-ca lines").
-func withoutArgoCD(t *testing.T, block string) string {
-	t.Helper()
-	return leaveOut(t, block,
-		func(code string) bool { return strings.Contains(code, "argocd-ca.crt") },
-		func(args []string, i int) int {
-			if strings.HasPrefix(args[i], "--from-literal=argocd-") {
-				return 1
-			}
-			return 0
-		},
-		[]string{
-			"--from-literal=argocd-server=argocd-server.argocd.svc:443",
-			"--from-literal=argocd-ca-file=/etc/syncmedic/argocd-ca/ca.crt",
-			"kubectl -n argocd get secret argocd-secret -o jsonpath='{.data.tls\\.crt}' | base64 -d > argocd-ca.crt",
-			"kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt",
-		})
-}
-
 // TestKustomizeInstallOnTheRealNode installs syncmedic with kustomize exactly as the README says (its sh blocks,
-// read from it, run with kubectl against the real node), beside Flux running as Pods: both replicas of the image
-// `make image` builds become Ready; a HelmRelease's events reach syncmedic's Service through notification-controller
-// and the Provider of manifests/flux, accepted with their HMAC signature; the README's uninstall leaves none of the
-// install's objects.
+// read from it, run with kubectl against the real node), beside Argo CD v3.6.1 and Flux running as Pods from their
+// upstream manifests: Argo CD's kustomization gets the README's account component; syncmedic's token is issued by
+// the README's `argocd account generate-token` (after the test's own login: the README's is SSO); the serve block
+// runs unchanged, its argocd-ca lines included. Then: both replicas of the image `make image` builds become Ready;
+// syncmedic talks to argocd-server by its Service, verifying its self-signed certificate, and announces a hook that
+// never finishes on the real Argo CD (a Kubernetes Event on the Application, the only incident); a HelmRelease's
+// events reach syncmedic's Service through notification-controller and the Provider of manifests/flux, accepted
+// with their HMAC signature; the README's uninstall leaves none of the install's objects.
 func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
+	n.InstallArgoCD(t)
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
 	work := workDir(t)
-	install := withoutArgoCD(t, readmeBlock(t, readmeServeSection, 1)) + "\n" + readmeBlock(t, readmeFluxSection, 1)
+	issueSyncmedicToken(t, n, work)
+	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-kustomize")
+	checkStuckHookAnnounced(t, n)
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 1)))
 	checkNothingLeft(t, n)
 }
 
 // workDir is the directory the README's commands run in: a link to manifests/ (and charts/) of this checkout, and
-// the token files the Secret commands read, which syncmedic never reads here (no argocd-server, no Slack channel).
+// the token files the Secret commands read (issueSyncmedicToken replaces argocd-token with a real one; the Helm
+// test's syncmedic reads neither: no argocd-server, no Slack channel).
 func workDir(t *testing.T) string {
 	t.Helper()
 	work := t.TempDir()
@@ -133,11 +122,14 @@ func checkInstalled(t *testing.T, n *testenv.Node, release string) {
 	for _, p := range pods.Items {
 		require.Equal(t, makefileImage(t), p.Spec.Containers[0].Image)
 	}
-	chartRelease(t, n, testenv.FluxNamespace, chartsURL(t, n), release, "hello", "0.1.0")
 	// notification-controller posts each event once (after a few quick retries). The install right after the other
-	// test's uninstall lost its release's event, in a full run and again alone: most likely because its Service got
-	// a new ClusterIP while CoreDNS still answered the old one (its 30 s cache, as a cluster's; not proven). So every
-	// 40 s without an accepted event the test upgrades the release (new values), and helm-controller posts another.
+	// test's uninstall lost its release's event, in a full run and again alone: its Service had a new ClusterIP,
+	// which kube-proxy had not programmed yet, or which CoreDNS (its 30 s cache) did not answer yet; Argo CD's
+	// repo-server was seen failing the first way ("network is unreachable"). So the test waits until the Service is
+	// reachable from Pods, and still, every 40 s without an accepted event, upgrades the release (new values) so that
+	// helm-controller posts another.
+	n.WaitServiceReachable(t, "syncmedic", "syncmedic")
+	chartRelease(t, n, testenv.FluxNamespace, chartsURL(t, n), release, "hello", "0.1.0")
 	lastEvent, upgrades := time.Now(), 0
 	poll(t, "Flux's events accepted by syncmedic", func() (bool, error) {
 		if time.Since(lastEvent) > 40*time.Second {

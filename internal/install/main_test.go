@@ -105,8 +105,17 @@ func readmeBlock(t *testing.T, heading string, nth int) string {
 }
 
 // runShell runs script with bash (-euo pipefail) in dir, with bin/kubectl first on PATH and the node's admin
-// kubeconfig, as a user at a shell would; it fails the test with the output when a command fails.
-func runShell(t *testing.T, n *testenv.Node, dir, script string) string {
+// kubeconfig, as a user at a shell would, and env (KEY=value, winning over the rest); it fails the test with the
+// output when a command fails.
+func runShell(t *testing.T, n *testenv.Node, dir, script string, env ...string) string {
+	t.Helper()
+	out, err := shell(t, n, dir, script, env...)
+	require.NoError(t, err, "script:\n%s\noutput:\n%s", script, out)
+	return out
+}
+
+// shell is runShell returning the error instead of failing the test.
+func shell(t *testing.T, n *testenv.Node, dir, script string, env ...string) (string, error) {
 	t.Helper()
 	bin, err := testenv.BinDir()
 	require.NoError(t, err)
@@ -116,10 +125,9 @@ func runShell(t *testing.T, n *testenv.Node, dir, script string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+n.Kubeconfig)
+	cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+n.Kubeconfig), env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "script:\n%s\noutput:\n%s", script, out)
-	return string(out)
+	return string(out), err
 }
 
 // readyTrue reports whether a Flux object's Ready condition is True for its current generation.

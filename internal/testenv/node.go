@@ -63,6 +63,9 @@ type Node struct {
 	// fluxOnce installs Flux as Pods on first use (InstallFlux).
 	fluxOnce sync.Once
 	fluxErr  error
+	// argoCDOnce installs Argo CD as Pods on first use (InstallArgoCD).
+	argoCDOnce sync.Once
+	argoCDErr  error
 }
 
 const (
@@ -77,9 +80,10 @@ const (
 // NodeControllers are the kube-controller-manager controllers next to a real node: those of KubeWithControllers;
 // the node lifecycle controller, which lifts the not-ready taint a new node is admitted with
 // (TaintNodesByCondition); and the endpoints and EndpointSlice controllers, so a Service's endpoints follow its
-// Pods (an admission webhook backend Deployment scaled to zero or rolled out).
+// Pods (an admission webhook backend Deployment scaled to zero or rolled out); the StatefulSet controller (Argo
+// CD's application controller is one).
 var NodeControllers = append(append([]string(nil), ControllerManagerControllers...), "node-lifecycle-controller",
-	"endpoints-controller", "endpointslice-controller",
+	"endpoints-controller", "endpointslice-controller", "statefulset-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller")
 
 // Host paths the kubelet, containerd or go-cni hard-code, whatever their configured directories: removed at Stop
@@ -768,7 +772,10 @@ func (n *Node) removeContainers() {
 	}
 	for _, t := range strings.Fields(string(tasks)) {
 		for i := 0; i < 20; i++ {
-			if _, err := n.ctr(ctx, "tasks", "rm", "-f", t); err == nil {
+			// containerd's CRI plugin deletes a task itself when it sees it exit: then it is gone ("failed to load
+			// task"), which used to cost this loop its 5 s per task.
+			if out, err := n.ctr(ctx, "tasks", "rm", "-f", t); err == nil || bytes.Contains(out, []byte("failed to load task")) ||
+				bytes.Contains(out, []byte("not found")) {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)

@@ -41,9 +41,13 @@ func buildOCIImage(name string, files []imageFile, entrypoint []string) (ociImag
 		CreatedBy: "syncmedic internal/testenv buildOCIImage"})
 }
 
-// buildOCIImageWith is buildOCIImage with the image's configuration cfg (linux/amd64, working directory /).
+// buildOCIImageWith is buildOCIImage with the image's configuration cfg (linux/amd64; working directory / unless
+// cfg names one).
 func buildOCIImageWith(name string, files []imageFile, cfg ociimage.Config) (ociImage, error) {
-	cfg.OS, cfg.Architecture, cfg.WorkingDir = "linux", "amd64", "/"
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	if cfg.WorkingDir == "" {
+		cfg.WorkingDir = "/"
+	}
 	l, err := ociimage.Build(name, time.Unix(0, 0), ociimage.Image{Files: files, Config: cfg})
 	if err != nil {
 		return ociImage{}, err

@@ -84,5 +84,6 @@ func ServeChartsOnNode(t testing.TB, n *testenv.Node, ns string, charts ...*char
 			t.Fatalf("fluxreal: the chart server in %s: %v", ns, err)
 		}
 	}
+	n.WaitServiceReachable(t, ns, "charts")
 	return "http://charts." + ns + ".svc." + testenv.ClusterDomain
 }

@@ -1,0 +1,267 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
+)
+
+// argoCDApp is an Application of the default project syncing path app of the repository at url into ns.
+func argoCDApp(name, url, ns string, automated bool) *unstructured.Unstructured {
+	spec := map[string]any{
+		"project":     "default",
+		"source":      map[string]any{"repoURL": url, "path": "app", "targetRevision": "main"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns},
+	}
+	if automated {
+		spec["syncPolicy"] = map[string]any{"automated": map[string]any{}}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace},
+		"spec":     spec,
+	}}
+}
+
+// hookJob is a Job manifest Argo CD runs as a hook of phase (PreSync, Sync, ...) from the node's busybox image,
+// running command with sh.
+func hookJob(name, phase, command string) string {
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+  annotations:
+    argocd.argoproj.io/hook: %s
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: hook
+        image: %s
+        imagePullPolicy: Never
+        command: ["sh", "-c", %q]
+`, name, phase, testenv.NodeBusyboxImage, command)
+}
+
+// TestArgoCDRunsAsPodsFromItsUpstreamManifests installs Argo CD v3.6.1 as Pods from its module's install.yaml
+// (Node.InstallArgoCD), then has it sync an application end to end inside the cluster: the repo-server Pod clones a
+// repository from a git server Pod by its Service's DNS name, the application-controller Pod (through Redis and the
+// repo-server's Service) syncs it with a PreSync hook Job the node runs, and argocd-server answers its API through
+// its Service.
+func TestArgoCDRunsAsPodsFromItsUpstreamManifests(t *testing.T) {
+	n := testenv.RealNode(t)
+	n.InstallArgoCD(t)
+	t.Logf("%s Argo CD installed", time.Now().Format(time.TimeOnly))
+	ns := n.Namespace(t)
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+
+	repo := testenv.NewGitRepo(t)
+	repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n")
+	repo.Write(t, "app/presync.yaml", hookJob("migrate", "PreSync", "true"))
+	head := repo.Commit(t, "the application")
+	url := n.ServeGitRepo(t, ns, repo)
+	t.Logf("%s git server ready", time.Now().Format(time.TimeOnly))
+
+	app := argoCDApp(ns, url, ns, true)
+	require.NoError(t, n.Client.Create(ctx, app))
+	last := ""
+	poll(t, "the application synced and healthy", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return false, err
+		}
+		sync, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+		revision, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "syncResult", "revision")
+		conditions, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+		state := fmt.Sprintf("sync %q, health %q, operation %q at %q, conditions %v", sync, health, phase, revision, conditions)
+		if state != last {
+			t.Logf("%s %s", time.Now().Format(time.TimeOnly), state)
+			last = state
+		}
+		return sync == "Synced" && health == "Healthy" && phase == "Succeeded" && revision == head, errors.New(state)
+	})
+	cm, err := core.ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"color": "blue"}, cm.Data)
+	results, _, _ := unstructured.NestedSlice(app.Object, "status", "operationState", "syncResult", "resources")
+	var hooks []string
+	for _, r := range results {
+		m := r.(map[string]any)
+		if m["hookType"] != nil {
+			hooks = append(hooks, fmt.Sprintf("%s/%s %s %s", m["kind"], m["name"], m["hookType"], m["hookPhase"]))
+		}
+	}
+	require.Equal(t, []string{"Job/migrate PreSync Succeeded"}, hooks)
+	job, err := n.Clientset.BatchV1().Jobs(ns).Get(ctx, "migrate", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), job.Status.Succeeded, "the node ran the hook's container")
+
+	// Every component runs the image built here under its upstream name, found in the node's containerd.
+	pods, err := core.Pods(testenv.ArgoCDNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	components := map[string]bool{}
+	for _, p := range pods.Items {
+		components[p.Labels["app.kubernetes.io/name"]] = true
+		for i, c := range p.Spec.Containers {
+			st := p.Status.ContainerStatuses[i]
+			require.True(t, st.Ready, "%s/%s", p.Name, c.Name)
+			if strings.Contains(c.Image, "argocd") {
+				require.Equal(t, testenv.ArgoCDImage, c.Image, p.Name)
+				require.Equal(t, testenv.ArgoCDImage, st.Image, "%s: found in the node's containerd, never pulled", p.Name)
+			}
+		}
+	}
+	require.Equal(t, map[string]bool{"argocd-application-controller": true, "argocd-applicationset-controller": true,
+		"argocd-notifications-controller": true, "argocd-redis": true, "argocd-repo-server": true, "argocd-server": true},
+		components)
+
+	// argocd-server serves its API (HTTPS, its own self-signed certificate) through its Service.
+	raw, err := core.Services(testenv.ArgoCDNamespace).ProxyGet("https", "argocd-server", "443", "/api/version", nil).DoRaw(ctx)
+	require.NoError(t, err, "%s", raw)
+	var version struct{ Version string }
+	require.NoError(t, json.Unmarshal(raw, &version), "%s", raw)
+	require.True(t, strings.HasPrefix(version.Version, testenv.ArgoCDPodVersion+"+"), "argocd-server's version: %s", raw)
+}
+
+// issueSyncmedicToken runs the README's token commands ("The syncmedic Argo CD account") in work, as a user at a
+// shell: `argocd` is the v3.6.1 CLI (the multi-call binary under that name), reaching argocd-server by port-forward
+// through the apiserver (ARGOCD_OPTS, the CLI's documented default flags; --insecure for its self-signed
+// certificate). The README's login is SSO, which this Argo CD does not have: the test logs in as admin with the
+// initial password instead, and leaves out only that line. The account appears once argocd-server has re-read
+// argocd-cm ("a few seconds"), so the test waits for `argocd account list` to show it first.
+func issueSyncmedicToken(t *testing.T, n *testenv.Node, work string) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	require.NoError(t, err)
+	cli := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(bin, "argocd-"+testenv.ArgoCDPodVersion), filepath.Join(cli, "argocd")))
+	env := []string{"ARGOCD_OPTS=--port-forward --port-forward-namespace " + testenv.ArgoCDNamespace + " --insecure",
+		"HOME=" + work, "PATH=" + cli + ":" + bin + ":" + os.Getenv("PATH")}
+	login := `argocd login --username admin --password "$(kubectl -n argocd get secret argocd-initial-admin-secret -o jsonpath='{.data.password}' | base64 -d)"`
+	listed := regexp.MustCompile(`(?m)^syncmedic\s+true\s+apiKey\s*$`)
+	poll(t, "the syncmedic account in argocd-server", func() (bool, error) {
+		out, err := shell(t, n, work, login+"\nargocd account list", env...)
+		return err == nil && listed.MatchString(out), fmt.Errorf("%v: %s", err, out)
+	})
+	block := leaveOut(t, readmeBlock(t, readmeAccountSection, 1),
+		func(code string) bool { return strings.HasPrefix(strings.TrimSpace(code), "argocd login ") },
+		func([]string, int) int { return 0 },
+		[]string{"argocd login argocd.example.com --sso"})
+	t.Logf("token:\n%s", runShell(t, n, work, login+"\n"+block, env...))
+	token, err := os.ReadFile(filepath.Join(work, "argocd-token"))
+	require.NoError(t, err)
+	require.Regexp(t, `^eyJ[\w-]+\.[\w-]+\.[\w-]+\n$`, string(token), "a JWT from argocd-server")
+}
+
+// checkStuckHookAnnounced has the real Argo CD sync an application whose PreSync hook never finishes (`sleep 3600`
+// on the node), with the README install's policy ConfigMap given a 20 s threshold for argocd/operation-stuck
+// (instead of 30 min; then the Deployment restarted, as the README says for a threshold), and waits until syncmedic
+// announces it: the Kubernetes Event of a new incident on that
+// Application, naming the rule, and no incident opened on anything else.
+func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) {
+	t.Helper()
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+	start := time.Now().Add(-time.Second).Truncate(time.Second) // Events' times have whole seconds
+	t.Cleanup(func() {
+		if t.Failed() {
+			logSyncmedic(t, n)
+		}
+	})
+	policy, err := core.ConfigMaps("syncmedic").Get(ctx, "syncmedic-policy", metav1.GetOptions{})
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(policy.Data["policy.yaml"]), &doc))
+	rules, _ := doc["rules"].(map[string]any)
+	require.Empty(t, rules, "the install's policy: every rule as the defaults say")
+	doc["rules"] = map[string]any{"argocd/operation-stuck": map[string]any{"threshold": "20s"}}
+	b, err := yaml.Marshal(doc)
+	require.NoError(t, err)
+	policy.Data["policy.yaml"] = string(b)
+	_, err = core.ConfigMaps("syncmedic").Update(ctx, policy, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// A rule's threshold is read when serve starts (docs/serve.md, "Policy"): restart it as the README says.
+	t.Logf("restart:\n%s", runShell(t, n, t.TempDir(),
+		"kubectl -n syncmedic rollout restart deploy/syncmedic\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
+
+	ns := n.Namespace(t)
+	repo := testenv.NewGitRepo(t)
+	repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n")
+	repo.Write(t, "app/presync.yaml", hookJob("migrate", "PreSync", "sleep 3600"))
+	repo.Commit(t, "a migration that never ends")
+	app := argoCDApp(ns, n.ServeGitRepo(t, ns, repo), ns, true)
+	require.NoError(t, n.Client.Create(ctx, app))
+	t.Cleanup(func() { _ = n.Client.Delete(context.Background(), app) })
+	poll(t, "the sync running its hook", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+		message, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
+		return phase == "Running" && strings.Contains(message, "batch/Job/migrate"), fmt.Errorf("%s: %s", phase, message)
+	})
+	var opened []corev1.Event
+	poll(t, "syncmedic's incident on the Application", func() (bool, error) {
+		events, err := core.Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=SyncmedicIncidentOpened"})
+		if err != nil {
+			return false, err
+		}
+		opened = nil
+		for _, e := range events.Items {
+			if !e.CreationTimestamp.Time.Before(start) { // not another test's
+				opened = append(opened, e)
+			}
+		}
+		return len(opened) > 0, fmt.Errorf("no incident yet")
+	})
+	require.Len(t, opened, 1, "one incident, on the stuck application only: %+v", opened)
+	e := opened[0]
+	require.Equal(t, corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Application",
+		Namespace: testenv.ArgoCDNamespace, Name: ns, UID: app.GetUID()}, e.InvolvedObject)
+	require.Contains(t, e.Message, "(argocd/operation-stuck)")
+	require.Equal(t, "syncmedic", e.Source.Component)
+	t.Logf("announced: %s", e.Message)
+	pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=migrate"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1, "the hook's one Pod")
+	require.NotNil(t, pods.Items[0].Status.ContainerStatuses[0].State.Running, "the hook still running on the node")
+}
+
+// logSyncmedic logs each syncmedic Pod's /readyz?verbose and the end of its log, for a failed test.
+func logSyncmedic(t *testing.T, n *testenv.Node) {
+	ctx := context.Background()
+	core := n.Clientset.CoreV1()
+	pods, err := core.Pods("syncmedic").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("syncmedic's Pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		ready, err := core.Pods("syncmedic").ProxyGet("http", p.Name, "9292", "/readyz", map[string]string{"verbose": ""}).DoRaw(ctx)
+		t.Logf("%s /readyz?verbose (%v):\n%s", p.Name, err, ready)
+		logs, err := core.Pods("syncmedic").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60)}).DoRaw(ctx)
+		t.Logf("%s log (%v):\n%s", p.Name, err, logs)
+	}
+}
