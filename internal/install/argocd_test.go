@@ -180,7 +180,7 @@ func issueSyncmedicToken(t *testing.T, n *testenv.Node, work string) {
 // (instead of 30 min; then the Deployment restarted, as the README says for a threshold), and waits until syncmedic
 // announces it: the Kubernetes Event of a new incident on that
 // Application, naming the rule, and no incident opened on anything else.
-func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) {
+func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) (app string) {
 	t.Helper()
 	ctx := context.Background()
 	core := n.Clientset.CoreV1()
@@ -211,15 +211,15 @@ func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) {
 	repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n")
 	repo.Write(t, "app/presync.yaml", hookJob("migrate", "PreSync", "sleep 3600"))
 	repo.Commit(t, "a migration that never ends")
-	app := argoCDApp(ns, n.ServeGitRepo(t, ns, repo), ns, true)
-	require.NoError(t, n.Client.Create(ctx, app))
-	t.Cleanup(func() { _ = n.Client.Delete(context.Background(), app) })
+	application := argoCDApp(ns, n.ServeGitRepo(t, ns, repo), ns, true)
+	require.NoError(t, n.Client.Create(ctx, application))
+	t.Cleanup(func() { _ = n.Client.Delete(context.Background(), application) })
 	poll(t, "the sync running its hook", func() (bool, error) {
-		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(application), application); err != nil {
 			return false, err
 		}
-		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
-		message, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
+		phase, _, _ := unstructured.NestedString(application.Object, "status", "operationState", "phase")
+		message, _, _ := unstructured.NestedString(application.Object, "status", "operationState", "message")
 		return phase == "Running" && strings.Contains(message, "batch/Job/migrate"), fmt.Errorf("%s: %s", phase, message)
 	})
 	var opened []corev1.Event
@@ -239,7 +239,7 @@ func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) {
 	require.Len(t, opened, 1, "one incident, on the stuck application only: %+v", opened)
 	e := opened[0]
 	require.Equal(t, corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Application",
-		Namespace: testenv.ArgoCDNamespace, Name: ns, UID: app.GetUID()}, e.InvolvedObject)
+		Namespace: testenv.ArgoCDNamespace, Name: ns, UID: application.GetUID()}, e.InvolvedObject)
 	require.Contains(t, e.Message, "(argocd/operation-stuck)")
 	require.Equal(t, "syncmedic", e.Source.Component)
 	t.Logf("announced: %s", e.Message)
@@ -247,6 +247,7 @@ func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) {
 	require.NoError(t, err)
 	require.Len(t, pods.Items, 1, "the hook's one Pod")
 	require.NotNil(t, pods.Items[0].Status.ContainerStatuses[0].State.Running, "the hook still running on the node")
+	return ns
 }
 
 // logSyncmedic logs each syncmedic Pod's /readyz?verbose and the end of its log, for a failed test.

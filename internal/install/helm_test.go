@@ -1,6 +1,8 @@
 package install
 
 import (
+	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,16 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
 // readmeHelmSection is the README section whose first sh block installs the chart.
 const readmeHelmSection = "### Install with Helm"
 
-// helmWithoutSlack is the Helm section's block after what it takes from "Running syncmedic serve in the cluster"
-// (the TOKEN and the argocd-ca.crt copy of Argo CD's certificate, the serve block's own lines), its commands
-// (continuation lines joined) without the slack.channel value: Slack is out of the Pods' reach here, and the
-// chart's default (empty) means no Slack.
-func helmWithoutSlack(t *testing.T, block string) string {
+// helmWithSlackTestServer is the Helm section's block after what it takes from "Running syncmedic serve in the
+// cluster" (the TOKEN and the argocd-ca.crt copy of Argo CD's certificate, the serve block's own lines), its
+// commands (continuation lines joined) as written, with one value added to `helm install`: extraArgs
+// --slack-api-url=slackURL, the Slack test server as the node's Pods reach it (Slack itself is out of reach here).
+func helmWithSlackTestServer(t *testing.T, block, slackURL string) string {
 	t.Helper()
 	var fromServe []string
 	for _, line := range strings.Split(readmeBlock(t, readmeServeSection, 1), "\n") {
@@ -26,34 +29,51 @@ func helmWithoutSlack(t *testing.T, block string) string {
 		}
 	}
 	require.Len(t, fromServe, 2, "the serve block's TOKEN and argocd-ca.crt lines")
-	return strings.Join(fromServe, "\n") + "\n" + leaveOut(t, block,
-		func(string) bool { return false },
-		func(args []string, i int) int {
-			if args[i] == "--set" && i+1 < len(args) && strings.HasPrefix(args[i+1], "slack.channel=") {
-				return 2
-			}
-			return 0
-		},
-		[]string{"--set slack.channel='#gitops-incidents'"})
+	lines := strings.Split(leaveOut(t, block, func(string) bool { return false }, func([]string, int) int { return 0 }, nil), "\n")
+	installs := 0
+	for i, line := range lines {
+		if strings.HasPrefix(line, "helm install ") {
+			require.Contains(t, line, "--set slack.channel='#gitops-incidents'")
+			lines[i] += ` --set-json 'extraArgs=["--slack-api-url=` + slackURL + `"]'`
+			installs++
+		}
+	}
+	require.Equal(t, 1, installs, "one helm install in the README's block")
+	return strings.Join(fromServe, "\n") + "\n" + strings.Join(lines, "\n")
 }
 
 // TestHelmInstallOnTheRealNode installs syncmedic with `helm install` of the chart as the README says (bin/helm,
 // the blocks read from it), beside Argo CD and Flux running as Pods, and checks what
 // TestKustomizeInstallOnTheRealNode checks: both replicas Ready, the stuck hook on the real Argo CD announced
-// (argocd.tls.mode=ca against Argo CD's own certificate), Flux's signed events accepted through the Service, and
-// nothing left after the README's Helm uninstall.
+// (argocd.tls.mode=ca against Argo CD's own certificate) — here also on Slack, in the README's channel, through the
+// Slack test server —, Flux's signed events accepted through the Service, and nothing left after the README's Helm
+// uninstall.
 func TestHelmInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
 	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
+	slack := slackrec.New(t)
+	u, err := url.Parse(slack.GetAPIURL())
+	require.NoError(t, err)
+	u.Host = n.ExposeToPods(t, u.Host)
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
-	install := helmWithoutSlack(t, readmeBlock(t, readmeHelmSection, 1)) + "\n" + readmeBlock(t, readmeFluxSection, 1)
+	install := helmWithSlackTestServer(t, readmeBlock(t, readmeHelmSection, 1), u.String()) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-helm")
-	checkStuckHookAnnounced(t, n)
+	app := checkStuckHookAnnounced(t, n)
+	var posted []slackrec.Message
+	poll(t, "the incident's thread on Slack", func() (bool, error) {
+		posted = slack.Roots()
+		return len(posted) > 0, fmt.Errorf("nothing posted")
+	})
+	require.Len(t, posted, 1, "one thread, the one incident's: %s", slack.Summary())
+	require.Equal(t, "#gitops-incidents", posted[0].Channel)
+	require.Equal(t, "unused here", posted[0].Token, "the bot token of the Secret's slack-token")
+	require.Contains(t, posted[0].Text+posted[0].Blocks, "argocd/operation-stuck")
+	require.Contains(t, posted[0].Text+posted[0].Blocks, app)
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 2)))
 	checkNothingLeft(t, n)
 }

@@ -88,7 +88,7 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 
 // workDir is the directory the README's commands run in: a link to manifests/ (and charts/) of this checkout, and
 // the token files the Secret commands read (issueSyncmedicToken replaces argocd-token with a real one; the Helm
-// test's syncmedic reads neither: no argocd-server, no Slack channel).
+// install's syncmedic hands slack-token to the Slack test server, and the kustomize install has no Slack channel).
 func workDir(t *testing.T) string {
 	t.Helper()
 	work := t.TempDir()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,13 +77,20 @@ func relay(a, b net.Conn, aReader io.Reader) {
 // target, dialled from the host's namespace: the node's processes reach the apiserver on the host's loopback this
 // way, and the traffic never leaves loopback. It serves until the returned stop func is called.
 func forwardIntoNetns(nsPath, listenAddr, target string) (stop func(), err error) {
+	_, stop, err = forwardFromNetns(nsPath, listenAddr, target)
+	return stop, err
+}
+
+// forwardFromNetns is forwardIntoNetns returning the address it listens on (listenAddr with its port chosen when
+// it asked for port 0).
+func forwardFromNetns(nsPath, listenAddr, target string) (addr string, stop func(), err error) {
 	var l net.Listener
 	if err := inNetns(nsPath, func() error {
 		var err error
 		l, err = net.Listen("tcp", listenAddr)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("listening on %s in %s: %w", listenAddr, nsPath, err)
+		return "", nil, fmt.Errorf("listening on %s in %s: %w", listenAddr, nsPath, err)
 	}
 	go func() {
 		for {
@@ -100,7 +108,21 @@ func forwardIntoNetns(nsPath, listenAddr, target string) (stop func(), err error
 			}()
 		}
 	}()
-	return func() { _ = l.Close() }, nil
+	return l.Addr().String(), func() { _ = l.Close() }, nil
+}
+
+// ExposeToPods makes the host's TCP address hostAddr (a test server on the host's loopback, such as the Slack test
+// server) reachable from the node's Pods: it listens on the node's address inside its network namespace and relays
+// each connection to hostAddr. It returns the address Pods dial (the node's IP and a free port); it stops when the
+// test ends. Nothing leaves the machine: the relay's two ends are the namespace and the host's loopback.
+func (n *Node) ExposeToPods(t testing.TB, hostAddr string) string {
+	t.Helper()
+	addr, stop, err := forwardFromNetns(n.NetnsPath, net.JoinHostPort(n.IP, "0"), hostAddr)
+	if err != nil {
+		t.Fatalf("testenv: exposing %s to the node's Pods: %v", hostAddr, err)
+	}
+	t.Cleanup(stop)
+	return addr
 }
 
 // serveEgressProxy serves an HTTP CONNECT proxy on the unix socket at sockPath that opens every connection from
