@@ -34,20 +34,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# build VERSION TOOLDIR MODULE TOOLCHAIN: build MODULE/cmd from tools/TOOLDIR into bin/argocd-VERSION, copy its CRDs
-# and git/gpg wrappers, unless the stamp matches.
+# build VERSION TOOLDIR MODULE TOOLCHAIN [CGO]: build MODULE/cmd from tools/TOOLDIR into bin/argocd-VERSION, copy its
+# CRDs and git/gpg wrappers, unless the stamp matches. CGO=0 builds it static, as Argo CD's Makefile does for its
+# image (CGO_FLAG=0): v3.6.1 runs as Pods, where the CMP sidecar runs the binary inside another image (syncmedic's,
+# which has no libc). The other versions keep the go command's default (cgo), as before.
 build() {
-  local version=$1 dir=$ROOT/tools/$2 mod=$3 toolchain=$4
+  local version=$1 dir=$ROOT/tools/$2 mod=$3 toolchain=$4 cgo=${5:-}
   local name=argocd-$version crds=$BIN/crds-argocd-$version hack=$BIN/argocd-$version-hack
   local ldflags="-X $mod/common.version=${version#v}"
   local stamp
-  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$mod $ldflags $toolchain $(go env GOVERSION)") | sha256sum | cut -c1-16)
+  stamp=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$mod $ldflags $toolchain $(go env GOVERSION)${cgo:+ CGO_ENABLED=$cgo}") | sha256sum | cut -c1-16)
   if [ -x "$BIN/$name" ] && [ -d "$crds" ] && [ -d "$hack" ] && [ "$(cat "$BIN/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
   log "building $name (first time takes minutes; cached afterwards)"
   local start=$SECONDS
-  (cd "$dir" && GOTOOLCHAIN=$toolchain go build -trimpath -o "$BIN/$name" -ldflags "-s -w $ldflags" "$mod/cmd")
+  (cd "$dir" && GOTOOLCHAIN=$toolchain CGO_ENABLED=${cgo:-$(go env CGO_ENABLED)} go build -trimpath -o "$BIN/$name" -ldflags "-s -w $ldflags" "$mod/cmd")
   log "built $name in $((SECONDS - start))s"
   local src
   src=$(cd "$dir" && GOTOOLCHAIN=$toolchain go list -m -f '{{.Dir}}' "$mod")
@@ -60,7 +62,7 @@ build() {
 }
 
 build v2.14.21 argocd-v2.14 github.com/argoproj/argo-cd/v2 local
-build v3.6.1 argocd-v3.6 github.com/argoproj/argo-cd/v3 go1.27.2
+build v3.6.1 argocd-v3.6 github.com/argoproj/argo-cd/v3 go1.27.2 0
 build v3.0.12 argocd-v3.0 github.com/argoproj/argo-cd/v3 local
 
 # The install manifests of the version the install tests run as Pods (testenv Node.InstallArgoCD):

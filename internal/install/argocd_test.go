@@ -266,3 +266,75 @@ func logSyncmedic(t *testing.T, n *testenv.Node) {
 		t.Logf("%s log (%v):\n%s", p.Name, err, logs)
 	}
 }
+
+// checkCMPRenders has the syncmedic Config Management Plugin (manifests/argocd-cmp: the sidecar on the real
+// argocd-repo-server Pod, running Argo CD's argocd-cmp-server in the syncmedic image) render two applications of a
+// repository whose PreSync hook Job has no delete policy: with strict=true Argo CD shows the plugin's refusal as a
+// ComparisonError naming the hazard; with annotate=true the application syncs, and the hook Job the node ran carries
+// syncmedic.io/hazards.
+func checkCMPRenders(t *testing.T, n *testenv.Node) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := n.Clientset.CoreV1().Pods(testenv.ArgoCDNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=argocd-repo-server"})
+	require.NoError(t, err)
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil { // not the one the rollout replaced, still terminating
+			pods = append(pods, p)
+		}
+	}
+	require.Len(t, pods, 1)
+	var sidecar *corev1.ContainerStatus
+	for i, c := range pods[0].Status.ContainerStatuses {
+		if c.Name == "syncmedic-cmp" {
+			sidecar = &pods[0].Status.ContainerStatuses[i]
+		}
+	}
+	require.NotNil(t, sidecar, "the sidecar on the repo-server Pod")
+	require.True(t, sidecar.Ready)
+	require.Equal(t, "docker.io/"+strings.TrimPrefix(makefileImage(t), "docker.io/"), "docker.io/"+strings.TrimPrefix(sidecar.Image, "docker.io/"))
+
+	ns := n.Namespace(t)
+	repo := testenv.NewGitRepo(t)
+	repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n")
+	repo.Write(t, "app/presync.yaml", hookJob("migrate", "PreSync", "true"))
+	head := repo.Commit(t, "a hook without a delete policy")
+	url := n.ServeGitRepo(t, ns, repo)
+	withPlugin := func(name, param string) *unstructured.Unstructured {
+		app := argoCDApp(name, url, ns, true)
+		require.NoError(t, unstructured.SetNestedMap(app.Object, map[string]any{"name": "syncmedic-v1",
+			"parameters": []any{map[string]any{"name": param, "string": "true"}}}, "spec", "source", "plugin"))
+		require.NoError(t, n.Client.Create(ctx, app))
+		t.Cleanup(func() { _ = n.Client.Delete(context.Background(), app) })
+		return app
+	}
+	strict := withPlugin(ns+"-strict", "strict")
+	poll(t, "the strict application's ComparisonError", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(strict), strict); err != nil {
+			return false, err
+		}
+		conditions, _, _ := unstructured.NestedSlice(strict.Object, "status", "conditions")
+		for _, c := range conditions {
+			m := c.(map[string]any)
+			if m["type"] == "ComparisonError" && strings.Contains(fmt.Sprint(m["message"]), "hook-no-delete-policy") {
+				t.Logf("strict: %s", m["message"])
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %v", conditions)
+	})
+	annotated := withPlugin(ns+"-annotated", "annotate")
+	poll(t, "the annotated application synced", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKeyFromObject(annotated), annotated); err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(annotated.Object, "status", "operationState", "phase")
+		revision, _, _ := unstructured.NestedString(annotated.Object, "status", "operationState", "syncResult", "revision")
+		conditions, _, _ := unstructured.NestedSlice(annotated.Object, "status", "conditions")
+		return phase == "Succeeded" && revision == head, fmt.Errorf("operation %q at %q, conditions %v", phase, revision, conditions)
+	})
+	job, err := n.Clientset.BatchV1().Jobs(ns).Get(ctx, "migrate", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, job.Annotations["syncmedic.io/hazards"], "hook-no-delete-policy")
+	require.Equal(t, int32(1), job.Status.Succeeded)
+}

@@ -63,7 +63,8 @@ func leaveOut(t *testing.T, block string, dropCommand func(code string) bool, dr
 
 // TestKustomizeInstallOnTheRealNode installs syncmedic with kustomize exactly as the README says (its sh blocks,
 // read from it, run with kubectl against the real node), beside Argo CD v3.6.1 and Flux running as Pods from their
-// upstream manifests: Argo CD's kustomization gets the README's account component; syncmedic's token is issued by
+// upstream manifests: Argo CD's kustomization gets the README's manifests/argocd-cmp component, whose sidecar
+// renders applications inside the real repo-server Pod (checkCMPRenders); syncmedic's token is issued by
 // the README's `argocd account generate-token` (after the test's own login: the README's is SSO); the serve block
 // runs unchanged, its argocd-ca lines included. Then: both replicas of the image `make image` builds become Ready;
 // syncmedic talks to argocd-server by its Service, verifying its self-signed certificate, and announces a hook that
@@ -75,7 +76,10 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
+	// The README's argocd/kustomization.yaml: install.yaml with the manifests/argocd-cmp component (the sidecar,
+	// and the account component it includes).
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"))
+	checkCMPRenders(t, n)
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
 	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)

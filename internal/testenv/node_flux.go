@@ -177,13 +177,14 @@ func KustomizeBuild(dir string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// waitDeploymentAvailable waits until the Deployment ns/name has all its replicas updated and available.
+// waitDeploymentAvailable waits until the Deployment ns/name has all its replicas updated and available, and no
+// Pod of an older template left (a rollout's surge Pod available beside the old one is not the end of it).
 func (n *Node) waitDeploymentAvailable(ns, name string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
 		var d appsv1.Deployment
 		err := n.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)
-		if err == nil && d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
+		if err == nil && d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == *d.Spec.Replicas &&
 			d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
 			return nil
 		}
