@@ -21,8 +21,9 @@ log() { printf 'argocd-tools: %s\n' "$*" >&2; }
 # The repo-server shells out to git (and the tests create their repositories with it). The Argo CD image the
 # install tests run (testenv Node.InstallArgoCD) also takes from this machine the other Debian packages Argo CD's
 # Dockerfile installs and its components run: gpg and gpg-agent (the repo-server's keyring), tini (PID 1).
+# And curl, file and jq for the image of Argo CD's extension installer (testenv extensionInstallerImage).
 missing=()
-for pkg in git ca-certificates gpg gpg-agent gpgconf tini; do
+for pkg in git ca-certificates gpg gpg-agent gpgconf tini curl file libmagic-mgc jq; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -337,4 +340,104 @@ func checkCMPRenders(t *testing.T, n *testenv.Node) {
 	require.NoError(t, err)
 	require.Contains(t, job.Annotations["syncmedic.io/hazards"], "hook-no-delete-policy")
 	require.Equal(t, int32(1), job.Status.Succeeded)
+}
+
+// readmeIncidentsSection is the README section whose first sh block sets up the incident API's token for Argo CD.
+const readmeIncidentsSection = "### Seeing incidents: the incident API, the incident page and the Argo CD extension"
+
+// checkExtension puts syncmedic into Argo CD's UI as the README says ("Seeing incidents"): its token commands as
+// written; manifests/components/argocd-extension added to Argo CD's kustomization (with manifests/argocd-cmp, as
+// before) and components/argocd-extension/syncmedic to syncmedic's (an overlay of manifests/base, applied with
+// kubectl); argocd-server restarted. Then argocd-server, its installer init container having fetched the bundle from
+// syncmedic's Service, serves the extension in /extensions.js; a user logged in to Argo CD reaches the incident API
+// through argocd-server's proxy extension, scoped to the application app, and sees its open incident; and syncmedic
+// serves the incident page.
+func checkExtension(t *testing.T, n *testenv.Node, work, app string) {
+	t.Helper()
+	ctx := context.Background()
+	t.Logf("extension token:\n%s", runShell(t, n, work, readmeBlock(t, readmeIncidentsSection, 1)))
+	// syncmedic's kustomization: the base, the component, and the policy in force (checkStuckHookAnnounced's), as a
+	// user's overlay carries theirs; --force-conflicts since the test, not kubectl, wrote the policy last.
+	policy, err := n.Clientset.CoreV1().ConfigMaps("syncmedic").Get(ctx, "syncmedic-policy", metav1.GetOptions{})
+	require.NoError(t, err)
+	patch, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "syncmedic-policy", "namespace": "syncmedic"}, "data": policy.Data})
+	require.NoError(t, err)
+	overlay := filepath.Join(work, "syncmedic-overlay")
+	require.NoError(t, os.Mkdir(overlay, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "policy.yaml"), patch, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: [../manifests/base]\n"+
+		"components: [../manifests/components/argocd-extension/syncmedic]\npatches: [{path: policy.yaml}]\n"), 0o600))
+	t.Logf("syncmedic with the extension component:\n%s", runShell(t, n, work,
+		"kubectl apply --server-side --force-conflicts -k syncmedic-overlay\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-extension"))
+	t.Logf("argocd-server restarted:\n%s", runShell(t, n, work,
+		"kubectl -n argocd rollout restart deploy/argocd-server\nkubectl -n argocd rollout status deploy/argocd-server --timeout=3m"))
+
+	core := n.Clientset.CoreV1()
+	var server corev1.Pod
+	poll(t, "one ready argocd-server Pod", func() (bool, error) {
+		list, err := core.Pods(testenv.ArgoCDNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=argocd-server"})
+		if err != nil {
+			return false, err
+		}
+		var live []corev1.Pod
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Ready {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 1 && len(list.Items) == 1 {
+			server = live[0]
+			return true, nil
+		}
+		return false, fmt.Errorf("%d Pods, %d ready", len(list.Items), len(live))
+	})
+	base := "https://" + net.JoinHostPort(server.Status.PodIP, "8080")
+	c := n.PodNetworkClient()
+	get := func(path string, header http.Header) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, js := get("/extensions.js", nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, js, "syncmedic", "the bundle the installer fetched from syncmedic")
+
+	secret, err := core.Secrets(testenv.ArgoCDNamespace).Get(ctx, "argocd-initial-admin-secret", metav1.GetOptions{})
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]string{"username": "admin", "password": string(secret.Data["password"])})
+	require.NoError(t, err)
+	resp, err := c.Post(base+"/api/v1/session", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	var session struct{ Token string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&session))
+	resp.Body.Close()
+	require.NotEmpty(t, session.Token)
+
+	header := http.Header{"Cookie": {"argocd.token=" + session.Token},
+		"Argocd-Application-Name": {testenv.ArgoCDNamespace + ":" + app}, "Argocd-Project-Name": {"default"}}
+	code, incidents := get("/extensions/syncmedic/api/v1/incidents?state=all", header)
+	require.Equal(t, http.StatusOK, code, incidents)
+	require.Contains(t, incidents, "argocd/operation-stuck")
+	require.Contains(t, incidents, app)
+	t.Logf("through argocd-server's proxy extension: %.300s", incidents)
+	code, refused := get("/extensions/syncmedic/api/v1/incidents?state=all", http.Header{"Argocd-Application-Name": header["Argocd-Application-Name"],
+		"Argocd-Project-Name": {"default"}})
+	require.GreaterOrEqual(t, code, 400, "no Argo CD session, no incident: %s", refused)
+	require.NotContains(t, refused, "argocd/operation-stuck")
+
+	pods, err := core.Pods("syncmedic").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	page, err := core.Pods("syncmedic").ProxyGet("http", pods.Items[0].Name, "9292", "/ui/", nil).DoRaw(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<html")
 }

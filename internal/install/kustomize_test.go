@@ -70,7 +70,9 @@ func leaveOut(t *testing.T, block string, dropCommand func(code string) bool, dr
 // syncmedic talks to argocd-server by its Service, verifying its self-signed certificate, and announces a hook that
 // never finishes on the real Argo CD (a Kubernetes Event on the Application, the only incident); a HelmRelease's
 // events reach syncmedic's Service through notification-controller and the Provider of manifests/flux, accepted
-// with their HMAC signature; the README's uninstall leaves none of the install's objects.
+// with their HMAC signature; the incident page and the Argo CD extension are served, the incident API reached
+// through argocd-server's proxy extension (checkExtension); the README's uninstall leaves none of the install's
+// objects.
 func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
@@ -85,7 +87,8 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-kustomize")
-	checkStuckHookAnnounced(t, n)
+	app := checkStuckHookAnnounced(t, n)
+	checkExtension(t, n, work, app)
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 1)))
 	checkNothingLeft(t, n)
 }

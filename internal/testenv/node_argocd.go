@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"fmt"
 	"net"
 	"os"
@@ -37,6 +38,15 @@ const ArgoCDNamespace = "argocd"
 // ArgoCDImage is the image install.yaml runs every Argo CD component from; the node's containerd holds it under
 // that name, built here (argoCDImage), never pulled.
 const ArgoCDImage = "quay.io/argoproj/argocd:" + ArgoCDPodVersion
+
+// ExtensionInstallerImage is the image of Argo CD's extension installer, which manifests/components/argocd-extension
+// runs as argocd-server's init container; InstallArgoCD builds it (extensionInstallerImage).
+const ExtensionInstallerImage = "quay.io/argoprojlabs/argocd-extension-installer:v0.0.8"
+
+// extensionInstallerScript is the installer's install.sh at v0.0.8, vendored (extinstaller/README.md).
+//
+//go:embed extinstaller/install.sh
+var extensionInstallerScript []byte
 
 // argoCDLeftOut names the objects of install.yaml InstallArgoCD does not apply: Dex (its image,
 // ghcr.io/dexidp/dex, is built from another project's module, and nothing here logs in through SSO; argocd-server
@@ -106,6 +116,13 @@ func (n *Node) installArgoCD() error {
 		if err := n.importImage(ctx, filepath.Base(strings.ReplaceAll(img, ":", "-"))+".tar", built.Tar); err != nil {
 			return err
 		}
+	}
+	installer, err := extensionInstallerImage(ctx)
+	if err != nil {
+		return fmt.Errorf("the image %s: %w", ExtensionInstallerImage, err)
+	}
+	if err := n.importImage(ctx, "argocd-extension-installer.tar", installer.Tar); err != nil {
+		return err
 	}
 	if err := n.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ArgoCDNamespace}}); err != nil {
 		return err
@@ -321,6 +338,47 @@ func argoCDImage(ctx context.Context, bin string) (ociImage, error) {
 			"GRPC_ENABLE_TXT_SERVICE_CONFIG=false"},
 		Entrypoint: []string{"/usr/bin/tini", "--"}, WorkingDir: "/home/argocd",
 		CreatedBy: "syncmedic internal/testenv argoCDImage"})
+}
+
+// extensionInstallerImage builds ExtensionInstallerImage as its Dockerfile lays it out (Alpine with curl, file and
+// jq; user ext-installer; ./install.sh in its home as the entrypoint): the vendored install.sh, busybox for the
+// shell and the utilities it calls, and the Debian packages curl, file (with libmagic's database) and jq from this
+// machine, with the libraries they load. The component runs it as user 1000, the Dockerfile's adduser's.
+func extensionInstallerImage(ctx context.Context) (ociImage, error) {
+	files, err := debianPackageFiles(ctx, "curl", "file", "libmagic-mgc", "jq")
+	if err != nil {
+		return ociImage{}, err
+	}
+	busybox, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return ociImage{}, fmt.Errorf("reading %s (Debian package busybox-static, installed by `make tools`): %w", busyboxPath, err)
+	}
+	list, err := exec.CommandContext(ctx, busyboxPath, "--list").Output()
+	if err != nil {
+		return ociImage{}, fmt.Errorf("%s --list: %w", busyboxPath, err)
+	}
+	files = append(files, imageFile{Path: "bin/busybox", Data: busybox, Mode: 0o755})
+	for _, applet := range strings.Fields(string(list)) {
+		if applet != "busybox" && filepath.Base(applet) == applet {
+			files = append(files, imageFile{Path: "bin/" + applet, Link: "busybox"})
+		}
+	}
+	files = append(files,
+		imageFile{Path: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n" +
+			"ext-installer:x:1000:1000::/home/ext-installer:/bin/sh\n")},
+		imageFile{Path: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\next-installer:x:1000:\n")},
+		imageFile{Path: "home/ext-installer", Dir: true, Mode: 0o755, UID: 1000, GID: 1000},
+		imageFile{Path: "home/ext-installer/install.sh", Data: extensionInstallerScript, Mode: 0o755},
+		imageFile{Path: "tmp", Dir: true, Mode: 0o1777},
+	)
+	for _, d := range rootDirs {
+		files = append(files, imageFile{Path: d, Dir: true, Mode: 0o755})
+	}
+	files = ociimage.WithParents(dedupeFiles(files))
+	return buildOCIImageWith(ExtensionInstallerImage, files, ociimage.Config{User: "1000",
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/ext-installer"},
+		Entrypoint: []string{"./install.sh"}, WorkingDir: "/home/ext-installer",
+		CreatedBy: "syncmedic internal/testenv extensionInstallerImage"})
 }
 
 // debianPackageFiles returns the files the installed Debian packages pkgs hold (`dpkg -L`), documentation and

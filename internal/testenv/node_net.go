@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -123,6 +124,17 @@ func (n *Node) ExposeToPods(t testing.TB, hostAddr string) string {
 	}
 	t.Cleanup(stop)
 	return addr
+}
+
+// PodNetworkClient returns an HTTP client whose connections are opened inside the node's network namespace, where
+// Pod IPs are reachable (ClusterIPs are not: kube-proxy's rules serve the Pods, and the namespace has no route for
+// the Service range). It does not verify TLS certificates (argocd-server's own is self-signed).
+func (n *Node) PodNetworkClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dialInNetns(n.NetnsPath, addr) },
+		// #nosec G402 -- a test client of the node's own Pods
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
 }
 
 // serveEgressProxy serves an HTTP CONNECT proxy on the unix socket at sockPath that opens every connection from
