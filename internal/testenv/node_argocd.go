@@ -349,21 +349,11 @@ func extensionInstallerImage(ctx context.Context) (ociImage, error) {
 	if err != nil {
 		return ociImage{}, err
 	}
-	busybox, err := os.ReadFile(busyboxPath)
+	busybox, err := busyboxFiles(ctx, busyboxPath)
 	if err != nil {
-		return ociImage{}, fmt.Errorf("reading %s (Debian package busybox-static, installed by `make tools`): %w", busyboxPath, err)
+		return ociImage{}, err
 	}
-	list, err := exec.CommandContext(ctx, busyboxPath, "--list").Output()
-	if err != nil {
-		return ociImage{}, fmt.Errorf("%s --list: %w", busyboxPath, err)
-	}
-	files = append(files, imageFile{Path: "bin/busybox", Data: busybox, Mode: 0o755})
-	for _, applet := range strings.Fields(string(list)) {
-		if applet != "busybox" && filepath.Base(applet) == applet {
-			files = append(files, imageFile{Path: "bin/" + applet, Link: "busybox"})
-		}
-	}
-	files = append(files,
+	files = append(append(files, busybox...),
 		imageFile{Path: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n" +
 			"ext-installer:x:1000:1000::/home/ext-installer:/bin/sh\n")},
 		imageFile{Path: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\next-installer:x:1000:\n")},

@@ -65,13 +65,25 @@ var rootDirs = []string{"bin", "dev", "etc", "proc", "sys", "tmp", "var"}
 // busyboxImage builds NodeBusyboxImage from the static busybox at busyboxPath (Debian's busybox-static), with a
 // link in /bin for every applet it lists.
 func busyboxImage(ctx context.Context, busyboxPath string) (ociImage, error) {
+	files, err := busyboxFiles(ctx, busyboxPath)
+	if err != nil {
+		return ociImage{}, err
+	}
+	for _, d := range rootDirs {
+		files = append(files, imageFile{Path: d, Dir: true})
+	}
+	return buildOCIImage(NodeBusyboxImage, files, []string{"/bin/sh"})
+}
+
+// busyboxFiles are the static busybox at busyboxPath as /bin/busybox and a link in /bin for every applet it lists.
+func busyboxFiles(ctx context.Context, busyboxPath string) ([]imageFile, error) {
 	data, err := os.ReadFile(busyboxPath)
 	if err != nil {
-		return ociImage{}, fmt.Errorf("reading %s (Debian package busybox-static, installed by `make tools`): %w", busyboxPath, err)
+		return nil, fmt.Errorf("reading %s (Debian package busybox-static, installed by `make tools`): %w", busyboxPath, err)
 	}
 	list, err := exec.CommandContext(ctx, busyboxPath, "--list").Output()
 	if err != nil {
-		return ociImage{}, fmt.Errorf("%s --list: %w", busyboxPath, err)
+		return nil, fmt.Errorf("%s --list: %w", busyboxPath, err)
 	}
 	files := []imageFile{{Path: "bin/busybox", Data: data, Mode: 0o755}}
 	for _, applet := range strings.Fields(string(list)) {
@@ -79,10 +91,7 @@ func busyboxImage(ctx context.Context, busyboxPath string) (ociImage, error) {
 			files = append(files, imageFile{Path: "bin/" + applet, Link: "busybox"})
 		}
 	}
-	for _, d := range rootDirs {
-		files = append(files, imageFile{Path: d, Dir: true})
-	}
-	return buildOCIImage(NodeBusyboxImage, files, []string{"/bin/sh"})
+	return files, nil
 }
 
 // pauseImage builds NodePauseImage from internal/testenv/nodepause, compiled statically and reproducibly with the
