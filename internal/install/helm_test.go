@@ -44,7 +44,8 @@ func helmWithSlackTestServer(t *testing.T, block, slackURL string) string {
 
 // TestHelmInstallOnTheRealNode installs syncmedic with `helm install` of the chart as the README says (bin/helm,
 // the blocks read from it), beside Argo CD and Flux running as Pods, and checks what
-// TestKustomizeInstallOnTheRealNode checks: both replicas Ready, the stuck hook on the real Argo CD announced
+// TestKustomizeInstallOnTheRealNode checks: the CMP sidecar rendering inside the repo-server Pod, both replicas
+// Ready, the stuck hook on the real Argo CD announced
 // (argocd.tls.mode=ca against Argo CD's own certificate) — here also on Slack, in the README's channel, through the
 // Slack test server —, Flux's signed events accepted through the Service, and nothing left after the README's Helm
 // uninstall.
@@ -53,7 +54,10 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
+	// Argo CD's kustomization as the README gives it: install.yaml with manifests/argocd-cmp (the sidecar and the
+	// account); the chart installs syncmedic's side only.
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"))
+	checkCMPRenders(t, n)
 	slack := slackrec.New(t)
 	u, err := url.Parse(slack.GetAPIURL())
 	require.NoError(t, err)
