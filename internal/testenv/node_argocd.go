@@ -127,7 +127,7 @@ func (n *Node) installArgoCD() error {
 	if err := n.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ArgoCDNamespace}}); err != nil {
 		return err
 	}
-	return n.applyArgoCD()
+	return n.applyAndWait(ctx, objs, ArgoCDNamespace, 5*time.Minute)
 }
 
 // ArgoCDUpstreamManifests returns the objects of ArgoCDPodVersion's install.yaml (in bin, copied there by `make
@@ -213,30 +213,7 @@ func (n *Node) applyArgoCD(components ...string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for _, o := range objs {
-		namespaced, err := n.Client.IsObjectNamespaced(o)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		if namespaced {
-			o.SetNamespace(ArgoCDNamespace)
-		}
-		if err := n.Client.Patch(ctx, o, client.Apply, client.FieldOwner("syncmedic-testenv"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-	}
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Deployment":
-			err = n.waitDeploymentAvailable(ArgoCDNamespace, o.GetName(), 5*time.Minute)
-		case "StatefulSet":
-			err = n.waitStatefulSetReady(ArgoCDNamespace, o.GetName(), 5*time.Minute)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.applyAndWait(ctx, objs, ArgoCDNamespace, 5*time.Minute)
 }
 
 // podImages lists the images of a workload's Pod template.

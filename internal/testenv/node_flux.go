@@ -92,18 +92,41 @@ func (n *Node) installFlux() error {
 	if err != nil {
 		return fmt.Errorf("building the upstream Flux manifests: %w", err)
 	}
-	// Namespaces and CRDs first, as `kubectl apply` orders them: kustomize keeps the manifests' order.
+	return n.applyAndWait(ctx, objs, FluxNamespace, 3*time.Minute)
+}
+
+// applyAndWait applies objs server-side as the harness (Namespaces and CRDs first, as `kubectl apply` orders them:
+// kustomize keeps the manifests' order; a namespaced object without a namespace goes into ns, as `kubectl apply -n`
+// puts it), then waits (up to within for each) until each of their Deployments and StatefulSets is rolled out and
+// ready.
+func (n *Node) applyAndWait(ctx context.Context, objs []*unstructured.Unstructured, ns string, within time.Duration) error {
 	first := func(o *unstructured.Unstructured) bool {
 		return o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition"
 	}
 	sort.SliceStable(objs, func(i, j int) bool { return first(objs[i]) && !first(objs[j]) })
 	for _, o := range objs {
+		if o.GetNamespace() == "" {
+			namespaced, err := n.Client.IsObjectNamespaced(o)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			if namespaced {
+				o.SetNamespace(ns)
+			}
+		}
 		if err := n.Client.Patch(ctx, o, client.Apply, client.FieldOwner("syncmedic-testenv"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
-	for _, c := range FluxPodControllers {
-		if err := n.waitDeploymentAvailable(FluxNamespace, c.Name, 3*time.Minute); err != nil {
+	for _, o := range objs {
+		var err error
+		switch o.GetKind() {
+		case "Deployment":
+			err = n.waitDeploymentAvailable(o.GetNamespace(), o.GetName(), within)
+		case "StatefulSet":
+			err = n.waitStatefulSetReady(o.GetNamespace(), o.GetName(), within)
+		}
+		if err != nil {
 			return err
 		}
 	}
