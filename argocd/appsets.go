@@ -19,12 +19,14 @@ type AppSetClient interface {
 }
 
 // listAppSets lists the ApplicationSets of the given projects and namespace ("" for argocd-server's own).
-func listAppSets(ctx context.Context, c AppSetClient, projects []string, namespace string) ([]v1alpha1.ApplicationSet, error) {
+// complete is false when argocd-server answered before its informer had read the ApplicationSets (the list has no
+// resourceVersion then: it serves before its cache has synced).
+func listAppSets(ctx context.Context, c AppSetClient, projects []string, namespace string) (sets []v1alpha1.ApplicationSet, complete bool, err error) {
 	list, err := c.ListApplicationSets(ctx, &applicationset.ApplicationSetListQuery{Projects: projects, AppsetNamespace: namespace})
 	if err != nil {
-		return nil, classify(CallListAppSets, "(all applicationsets)", err)
+		return nil, false, classify(CallListAppSets, "(all applicationsets)", err)
 	}
-	return list.Items, nil
+	return list.Items, list.ResourceVersion != "", nil
 }
 
 // holdCandidates returns the names of the Applications that may hold the ApplicationSet's rollout at now (entries of
@@ -119,9 +121,9 @@ func (p *AppSetPoller) Run(ctx context.Context, sink syncmedic.Sink) error {
 }
 
 // Poll lists the ApplicationSets once, reports each one's findings, and reports gone the ones of the last poll that
-// are no longer listed.
+// are no longer listed (unless argocd-server answered before it had read them all).
 func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
-	sets, err := listAppSets(ctx, p.o.Client, p.o.Projects, p.o.Namespace)
+	sets, complete, err := listAppSets(ctx, p.o.Client, p.o.Projects, p.o.Namespace)
 	if err != nil {
 		return err
 	}
@@ -133,6 +135,14 @@ func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
 		seen[subject] = true
 		obs := AppSetObservation{Instance: p.o.Instance, AppSet: as, UIURL: p.o.UIURL, Apps: p.candidates(ctx, as, now)}
 		sink.Observe(ctx, subject, RollingSyncStalled(obs, now, p.o.Thresholds))
+	}
+	if !complete {
+		// What it leaves out may exist: kept for the next poll, neither reported gone nor evaluated.
+		for subject := range p.reported {
+			seen[subject] = true
+		}
+		p.reported = seen
+		return nil
 	}
 	for subject := range p.reported {
 		if !seen[subject] {

@@ -25,13 +25,19 @@ type fakeAppSets struct {
 	err    error
 	byName map[string]*v1alpha1.Application
 	gets   []string
+	// unsynced: answer as an argocd-server that has not read the ApplicationSets yet (no resourceVersion).
+	unsynced bool
 }
 
 func (f *fakeAppSets) ListApplicationSets(context.Context, *applicationset.ApplicationSetListQuery, ...grpc.CallOption) (*v1alpha1.ApplicationSetList, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &v1alpha1.ApplicationSetList{Items: f.sets}, nil
+	l := &v1alpha1.ApplicationSetList{Items: f.sets}
+	if !f.unsynced {
+		l.ResourceVersion = "1000" // argocd-server's informer's last resourceVersion, once it has synced
+	}
+	return l, nil
 }
 
 func (f *fakeAppSets) Get(_ context.Context, q *application.ApplicationQuery, _ ...grpc.CallOption) (*v1alpha1.Application, error) {
@@ -128,6 +134,18 @@ func TestAppSetPoller(t *testing.T) {
 		f.sets = nil
 		require.NoError(t, p.Poll(context.Background(), sink))
 		require.Equal(t, []string{subject}, sink.gone)
+	})
+	t.Run("an ApplicationSet left out by an argocd-server that has not read them all yet is kept", func(t *testing.T) {
+		f := stalledArgo()
+		p := NewAppSetPoller(AppSetPollerOptions{Client: f, Now: func() time.Time { return now }})
+		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
+		require.NoError(t, p.Poll(context.Background(), sink))
+		f.sets, f.unsynced = nil, true // just started: its list has no resourceVersion
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "not reported gone")
+		f.unsynced = false
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Equal(t, []string{subject}, sink.gone, "a complete list without it does")
 	})
 	t.Run("a failed list changes nothing reported and is returned", func(t *testing.T) {
 		f := stalledArgo()

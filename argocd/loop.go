@@ -2,6 +2,7 @@ package argocd
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
@@ -32,6 +33,10 @@ type appState struct {
 
 	timer    *time.Timer
 	timerGen uint64
+
+	// unseen: left out of a partial list (input.partial) since it was last seen. Its incidents stay as they were:
+	// it is not evaluated again (nothing about it can be read meanwhile) until an event or a list shows it again.
+	unseen bool
 }
 
 // loop owns every appState; it runs in Run's goroutine only, so nothing here needs a lock.
@@ -52,10 +57,24 @@ func (l *loop) handle(in input) {
 				seen[l.subject(a)] = true
 			}
 		}
+		var kept []string
 		for key := range l.apps {
-			if !seen[key] {
+			switch {
+			case seen[key]:
+			case in.partial != "":
+				kept = append(kept, key)
+				l.apps[key].unseen = true
+			default:
 				l.remove(key)
 			}
+		}
+		if len(kept) > 0 {
+			// Not gone, unseen: resolving their incidents would say "fixed" about what nothing read, and they would
+			// open again as new incidents once visible. A watch DELETED event, or the next complete list, removes
+			// them.
+			sort.Strings(kept)
+			l.w.o.Log.Warn("argocd list leaves out applications watched before: kept as they were, their incidents open, until a complete list",
+				"instance", l.w.o.Instance, "why", in.partial, "count", len(kept), "first", kept[0])
 		}
 	case inEvent:
 		if in.ev == watch.Deleted {
@@ -64,13 +83,13 @@ func (l *loop) handle(in input) {
 		}
 		l.upsert(in.app)
 	case inTimer:
-		if st := l.apps[in.key]; st != nil && st.timerGen == in.gen {
+		if st := l.apps[in.key]; st != nil && st.timerGen == in.gen && !st.unseen {
 			l.evaluate(st, true)
 		}
 	case inFetched:
 		l.fetched(in)
 	case inTrigger:
-		if st := l.apps[in.key]; st != nil {
+		if st := l.apps[in.key]; st != nil && !st.unseen {
 			l.evaluate(st, true)
 		}
 	}
@@ -87,6 +106,13 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 	}
 	key := l.subject(a)
 	st := l.apps[key]
+	if st != nil && st.unseen {
+		st.unseen = false
+		if !newer(a.ResourceVersion, st.app.ResourceVersion) {
+			l.evaluate(st, true) // seen again unchanged: evaluated as a threshold would have had it meanwhile
+			return true
+		}
+	}
 	if st != nil && !newer(a.ResourceVersion, st.app.ResourceVersion) {
 		return true
 	}
@@ -201,6 +227,13 @@ func (l *loop) startFetch(st *appState, force bool) {
 func (l *loop) fetched(in input) {
 	st := l.apps[in.key]
 	if st == nil {
+		return
+	}
+	if st.unseen {
+		// Read while the application was visible, answered after: an answer now (argocd-server refusing an
+		// application the account may no longer get) says nothing about its hooks. Read again once it is seen.
+		st.fetching, st.pending = false, false
+		st.liveAt = time.Time{}
 		return
 	}
 	readFor := st.liveSig

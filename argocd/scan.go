@@ -118,7 +118,7 @@ func appSetsOf(given AppSetClient, c Client) AppSetClient {
 // possible holder names that the list left out is read with Get). An ApplicationSet list that fails is a problem,
 // not a failed scan: the other rules' findings stand.
 func scanAppSets(ctx context.Context, o ScanOptions, ac AppSetClient, apps []v1alpha1.Application, now time.Time) ([]syncmedic.Finding, int, string) {
-	sets, err := listAppSets(ctx, ac, o.Projects, o.AppNamespace)
+	sets, _, err := listAppSets(ctx, ac, o.Projects, o.AppNamespace)
 	if err != nil {
 		return nil, 0, fmt.Sprintf("argocd applicationsets unreadable, argocd/rollingsync-stalled skipped: %v", err)
 	}

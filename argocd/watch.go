@@ -196,6 +196,8 @@ type input struct {
 	gen   uint64
 	hooks []*unstructured.Unstructured
 	err   error
+	// partial (inListed) says why the list may leave out applications that exist: those are then kept, not gone.
+	partial string
 }
 
 // Run watches until ctx is cancelled (nil) or the server refuses the watch for good (a syncmedic.Permanent error
@@ -305,7 +307,17 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	if err != nil {
 		return false, classify(CallList, "(all applications)", err)
 	}
-	if !w.send(ctx, input{kind: inListed, apps: list.Items}) {
+	// argocd-server leaves out of List, silently, every application the account may not get (RBAC), and every one its
+	// informer has not read yet (it serves before its cache has synced; the list's resourceVersion is then empty).
+	// Such a list says nothing about the applications it leaves out: the loop keeps them as they were.
+	partial := ""
+	switch {
+	case w.accessDenied() != nil:
+		partial = "the account may not get every watched application (argocd-rbac-cm)"
+	case list.ResourceVersion == "":
+		partial = "argocd-server has not finished reading the applications (its list has no resourceVersion)"
+	}
+	if !w.send(ctx, input{kind: inListed, apps: list.Items, partial: partial}) {
 		return true, nil
 	}
 	w.listed.Store(true)

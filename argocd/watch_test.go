@@ -46,7 +46,9 @@ func (f *fakeArgo) Watch(ctx context.Context, _ *application.ApplicationQuery, _
 }
 
 func (f *fakeArgo) List(context.Context, *application.ApplicationQuery, ...grpc.CallOption) (*v1alpha1.ApplicationList, error) {
-	return &v1alpha1.ApplicationList{Items: f.apps}, nil
+	l := &v1alpha1.ApplicationList{Items: f.apps}
+	l.ResourceVersion = "1000" // argocd-server's informer's last resourceVersion, once it has synced
+	return l, nil
 }
 
 func (f *fakeArgo) ResourceTree(ctx context.Context, _ *application.ResourcesQuery, _ ...grpc.CallOption) (*v1alpha1.ApplicationTree, error) {
@@ -224,5 +226,97 @@ func TestOneReadPerOperationDespiteConcurrentUpdates(t *testing.T) {
 		h.update(stuck, 101, nil)
 		h.finish(t)
 		require.Equal(t, int64(2), h.fake.trees.Load())
+	})
+}
+
+// goneSink records the subjects reported gone besides the findings.
+type goneSink struct {
+	reports
+	gone []string
+}
+
+func (g *goneSink) Gone(_ context.Context, subject string) { g.gone = append(g.gone, subject) }
+
+// argocd-server leaves out of List every application the account may not get, and every one its informer has not
+// read yet: such a list says nothing about the applications it leaves out, which stay as they were (their incidents
+// open, unevaluated) until a complete list or a DELETED event; a complete list still removes what it leaves out.
+func TestAListLeavingOutApplicationsOnlyRemovesThemWhenComplete(t *testing.T) {
+	stuck := *app(runningOp(time.Hour, "waiting for completion of hook batch/Job/migrate", synccommon.OperationRunning))
+	stuck.ResourceVersion = "100"
+	other := hookedHealthy()
+	other.Name, other.ResourceVersion = "other", "50"
+	key := Subject("", "argocd", "shop")
+	// settle handles the loop's inputs until no read runs.
+	settle := func(t *testing.T, l *loop) {
+		for {
+			busy := false
+			for _, st := range l.apps {
+				busy = busy || st.fetching
+			}
+			if !busy {
+				return
+			}
+			select {
+			case in := <-l.w.in:
+				l.handle(in)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a read never returned")
+			}
+		}
+	}
+	newLoop := func(t *testing.T) (*loop, *goneSink) {
+		h := newLoopHarness(t, "v3.6.1")
+		h.fake.entered = nil
+		close(h.fake.release)
+		sink := &goneSink{reports: h.sink}
+		h.l.sink = sink
+		h.l.handle(input{kind: inListed, apps: []v1alpha1.Application{stuck, other}})
+		settle(t, h.l)
+		return h.l, sink
+	}
+	for _, why := range []string{"the account may not get every watched application (argocd-rbac-cm)",
+		"argocd-server has not finished reading the applications (its list has no resourceVersion)"} {
+		t.Run("kept when "+why, func(t *testing.T) {
+			l, sink := newLoop(t)
+			l.handle(input{kind: inListed, apps: []v1alpha1.Application{other}, partial: why})
+			require.Empty(t, sink.gone, "nothing reported gone")
+			st := l.apps[key]
+			require.NotNil(t, st, "still watched")
+			require.True(t, st.unseen)
+			reads := l.w.o.Client.(*fakeArgo).trees.Load()
+			l.handle(input{kind: inTrigger, key: key})
+			l.handle(input{kind: inTimer, key: key, gen: st.timerGen})
+			require.False(t, st.fetching, "not evaluated while unseen: nothing about it can be read")
+
+			l.handle(input{kind: inListed, apps: []v1alpha1.Application{stuck, other}})
+			require.False(t, st.unseen, "seen again by the next complete list")
+			settle(t, l)
+			require.Equal(t, reads+1, l.w.o.Client.(*fakeArgo).trees.Load(), "and evaluated again at once, its hooks read afresh")
+			require.Empty(t, sink.gone)
+		})
+	}
+	t.Run("removed by a complete list", func(t *testing.T) {
+		l, sink := newLoop(t)
+		l.handle(input{kind: inListed, apps: []v1alpha1.Application{other}})
+		require.Equal(t, []string{key}, sink.gone)
+		require.Nil(t, l.apps[key])
+	})
+	t.Run("removed by a DELETED event while unseen", func(t *testing.T) {
+		l, sink := newLoop(t)
+		l.handle(input{kind: inListed, apps: []v1alpha1.Application{other}, partial: "the account may not get every watched application (argocd-rbac-cm)"})
+		deleted := stuck
+		l.handle(input{kind: inEvent, ev: watch.Deleted, app: &deleted})
+		require.Equal(t, []string{key}, sink.gone)
+	})
+	t.Run("a read answered after the application became unseen is not reported", func(t *testing.T) {
+		h := newLoopHarness(t, "v3.6.1")
+		h.l.handle(input{kind: inListed, apps: []v1alpha1.Application{stuck}})
+		<-h.fake.entered
+		n := len(h.sink)
+		h.l.handle(input{kind: inListed, apps: nil, partial: "the account may not get every watched application (argocd-rbac-cm)"})
+		close(h.fake.release)
+		h.l.handle(<-h.l.w.in)
+		require.Len(t, h.sink, n, "no evaluation from a read of an application nothing can see now")
+		require.False(t, h.l.apps[key].fetching)
 	})
 }

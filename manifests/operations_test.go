@@ -48,7 +48,7 @@ func TestBaseKeepsALeaderThroughDisruptionsAndTrustsArgoCDAsConfigured(t *testin
 		require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "argocd-ca", MountPath: "/etc/syncmedic/argocd-ca", ReadOnly: true})
 	})
 
-	// Each Argo CD connection setting comes from an optional key of the syncmedic-settings ConfigMap, into the
+	// Each Argo CD connection setting, and Slack's, comes from an optional key of the syncmedic-settings ConfigMap, into the
 	// environment variable of its flag (cmd/syncmedic/env.go: SYNCMEDIC_ and the flag name).
 	settings := []struct {
 		key, env string
@@ -58,6 +58,8 @@ func TestBaseKeepsALeaderThroughDisruptionsAndTrustsArgoCDAsConfigured(t *testin
 		{"argocd-insecure", "SYNCMEDIC_ARGOCD_INSECURE"},
 		{"argocd-plaintext", "SYNCMEDIC_ARGOCD_PLAINTEXT"},
 		{"argocd-grpc-web", "SYNCMEDIC_ARGOCD_GRPC_WEB"},
+		{"slack-channel", "SYNCMEDIC_SLACK_CHANNEL"},
+		{"slack-token-file", "SYNCMEDIC_SLACK_TOKEN_FILE"},
 	}
 	for _, s := range settings {
 		t.Run("the settings key "+s.key+" sets "+s.env+" and may be left out", func(t *testing.T) {

@@ -45,7 +45,11 @@ type DispatcherOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// AttemptTimeout bounds each attempt of a destination without its own Timeout (default DefaultTimeout).
 	AttemptTimeout time.Duration
-	Log            *slog.Logger
+	// ShutdownGrace is how long an attempt under way when Run's context ends may still take (default 5s, and never
+	// more than the attempt's own deadline): the destination may already have acted on it (Slack posted the
+	// message), and an answer never read would leave it undelivered, sent again after the restart.
+	ShutdownGrace time.Duration
+	Log           *slog.Logger
 	// Registerer receives syncmedic_notifications_total{notifier,result} and syncmedic_notification_queue_length.
 	Registerer prometheus.Registerer
 }
@@ -81,6 +85,9 @@ func NewDispatcher(o DispatcherOptions, dests ...Destination) *Dispatcher {
 	}
 	if o.AttemptTimeout <= 0 {
 		o.AttemptTimeout = DefaultTimeout
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 5 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -168,11 +175,22 @@ func (d *Dispatcher) timeout(dest Destination) time.Duration {
 }
 
 // attempt calls the destination once under its per-attempt deadline. An attempt cut off by the deadline is retried
-// whatever the notifier said, since the destination may simply be slow.
+// whatever the notifier said, since the destination may simply be slow. When ctx ends during the attempt, it gets
+// ShutdownGrace more to finish, so that what the destination did is known and recorded.
 func (d *Dispatcher) attempt(ctx context.Context, dest Destination, ev incident.Event) (bool, error) {
 	timeout := d.timeout(dest)
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(d.o.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-actx.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	defer stop()
 	retry, err := dest.Notifier.Notify(actx, ev)
 	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		return true, fmt.Errorf("no answer within %s: %w", timeout, err)

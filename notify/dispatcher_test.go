@@ -241,3 +241,55 @@ func TestDispatcherRefreshesWhatIsStillOpen(t *testing.T) {
 		require.Empty(t, rec.got())
 	})
 }
+
+// inFlight is a destination whose Notify blocks until released or its context ends; it reports how each call ended.
+type inFlight struct {
+	entered  chan struct{}
+	release  chan struct{}
+	finished chan error
+}
+
+func (f *inFlight) Notify(ctx context.Context, _ incident.Event) (bool, error) {
+	f.entered <- struct{}{}
+	select {
+	case <-f.release:
+		f.finished <- nil
+		return false, nil
+	case <-ctx.Done():
+		f.finished <- ctx.Err()
+		return true, ctx.Err()
+	}
+}
+
+// A shutdown does not cut off a notification under way: it gets ShutdownGrace to finish (the destination may have
+// acted on it already, and its answer is what records it delivered); past that it is cancelled, so a destination that
+// hangs does not hold the shutdown.
+func TestAnAttemptUnderWayAtShutdownGetsItsGrace(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		answer  bool
+		want    error
+		counted string
+	}{
+		{"an answer within the grace is delivered", true, nil, "sent"},
+		{"no answer within the grace is cancelled", false, context.Canceled, "failed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &inFlight{entered: make(chan struct{}, 1), release: make(chan struct{}), finished: make(chan error, 1)}
+			d := NewDispatcher(DispatcherOptions{ShutdownGrace: 300 * time.Millisecond}, Destination{Name: "slow", Notifier: f})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); d.Run(ctx) }()
+			d.Publish(ev("a", incident.EventOpened))
+			<-f.entered
+			cancel()
+			if tt.answer {
+				time.Sleep(50 * time.Millisecond) // Run's context has ended: the attempt goes on
+				close(f.release)
+			}
+			require.Equal(t, tt.want, <-f.finished)
+			<-done
+			require.Equal(t, 1.0, count(t, d, "slow", tt.counted))
+		})
+	}
+}

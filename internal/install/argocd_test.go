@@ -253,6 +253,80 @@ func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) (app string) {
 	return ns
 }
 
+// recordOperation records every change of the Application app's status.operationState (phase, message, start, the
+// results of its resources), read every 500 ms until the returned function is called, which returns them: what the
+// application-controller did meanwhile, for a failure's message.
+func recordOperation(n *testenv.Node, app string) (stop func() []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []string)
+	go func() {
+		var seen []string
+		last := ""
+		for ctx.Err() == nil {
+			a := argoCDApp(app, "", "", false)
+			a.SetNamespace(testenv.ArgoCDNamespace)
+			if err := n.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err == nil {
+				op, _, _ := unstructured.NestedMap(a.Object, "status", "operationState")
+				delete(op, "operation")
+				b, _ := json.Marshal(op)
+				if string(b) != last {
+					last = string(b)
+					seen = append(seen, time.Now().UTC().Format("15:04:05.000")+" "+last)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		done <- seen
+	}()
+	return func() []string { cancel(); return <-done }
+}
+
+// checkIncidentStillOpen checks that the incident checkStuckHookAnnounced saw opened on app is still the one open,
+// after Argo CD was reconfigured and argocd-server restarted while the hook kept running: syncmedic's only Event on
+// the Application is still that one SyncmedicIncidentOpened (a resolve and a reopen would each have posted one).
+// ops are the operation's changes meanwhile (recordOperation), logged when it is not.
+func checkIncidentStillOpen(t *testing.T, n *testenv.Node, app string, ops []string) {
+	t.Helper()
+	events, err := n.Clientset.CoreV1().Events(testenv.ArgoCDNamespace).List(context.Background(),
+		metav1.ListOptions{FieldSelector: "involvedObject.name=" + app})
+	require.NoError(t, err)
+	var said []string
+	for _, e := range events.Items {
+		if e.Source.Component == "syncmedic" {
+			said = append(said, fmt.Sprintf("%s at %s: %s", e.Reason, e.LastTimestamp.Format(time.RFC3339), e.Message))
+		}
+	}
+	if len(said) != 1 {
+		logSyncmedic(t, n)
+		t.Logf("the operation meanwhile:\n%s", strings.Join(ops, "\n"))
+	}
+	require.Len(t, said, 1, "the stuck hook's incident stays open across argocd-server's restart, announced once: %s", strings.Join(said, "\n"))
+	require.Contains(t, said[0], "SyncmedicIncidentOpened")
+}
+
+// kustomizeExtensionSide is syncmedic's side of the extension with kustomize, as the README's "Seeing incidents"
+// says: components/argocd-extension/syncmedic in syncmedic's kustomization, here an overlay of manifests/base that
+// also carries the policy in force (checkStuckHookAnnounced's), as a user's overlay carries theirs; applied with
+// --force-conflicts since the test, not kubectl, wrote the policy last.
+func kustomizeExtensionSide(t *testing.T, n *testenv.Node, work string) func() string {
+	return func() string {
+		policy, err := n.Clientset.CoreV1().ConfigMaps("syncmedic").Get(context.Background(), "syncmedic-policy", metav1.GetOptions{})
+		require.NoError(t, err)
+		patch, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "syncmedic-policy", "namespace": "syncmedic"}, "data": policy.Data})
+		require.NoError(t, err)
+		overlay := filepath.Join(work, "syncmedic-overlay")
+		require.NoError(t, os.Mkdir(overlay, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(overlay, "policy.yaml"), patch, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: [../manifests/base]\n"+
+			"components: [../manifests/components/argocd-extension/syncmedic]\npatches: [{path: policy.yaml}]\n"), 0o600))
+		return "kubectl apply --server-side --force-conflicts -k syncmedic-overlay"
+	}
+}
+
 // logSyncmedic logs each syncmedic Pod's /readyz?verbose and the end of its log, for a failed test.
 func logSyncmedic(t *testing.T, n *testenv.Node) {
 	ctx := context.Background()
@@ -265,7 +339,7 @@ func logSyncmedic(t *testing.T, n *testenv.Node) {
 	for _, p := range pods.Items {
 		ready, err := core.Pods("syncmedic").ProxyGet("http", p.Name, "9292", "/readyz", map[string]string{"verbose": ""}).DoRaw(ctx)
 		t.Logf("%s /readyz?verbose (%v):\n%s", p.Name, err, ready)
-		logs, err := core.Pods("syncmedic").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60)}).DoRaw(ctx)
+		logs, err := core.Pods("syncmedic").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](300)}).DoRaw(ctx)
 		t.Logf("%s log (%v):\n%s", p.Name, err, logs)
 	}
 }
@@ -346,30 +420,18 @@ func checkCMPRenders(t *testing.T, n *testenv.Node) {
 const readmeIncidentsSection = "### Seeing incidents: the incident API, the incident page and the Argo CD extension"
 
 // checkExtension puts syncmedic into Argo CD's UI as the README says ("Seeing incidents"): its token commands as
-// written; manifests/components/argocd-extension added to Argo CD's kustomization (with manifests/argocd-cmp, as
-// before) and components/argocd-extension/syncmedic to syncmedic's (an overlay of manifests/base, applied with
-// kubectl); argocd-server restarted. Then argocd-server, its installer init container having fetched the bundle from
+// written; syncmedic's side given by syncmedicSide (kustomizeExtensionSide, or the section's Helm block);
+// manifests/components/argocd-extension added to Argo CD's kustomization (with manifests/argocd-cmp, as before);
+// argocd-server restarted. Then argocd-server, its installer init container having fetched the bundle from
 // syncmedic's Service, serves the extension in /extensions.js; a user logged in to Argo CD reaches the incident API
 // through argocd-server's proxy extension, scoped to the application app, and sees its open incident; and syncmedic
 // serves the incident page.
-func checkExtension(t *testing.T, n *testenv.Node, work, app string) {
+func checkExtension(t *testing.T, n *testenv.Node, work, app string, syncmedicSide func() string) {
 	t.Helper()
 	ctx := context.Background()
 	t.Logf("extension token:\n%s", runShell(t, n, work, readmeBlock(t, readmeIncidentsSection, 1)))
-	// syncmedic's kustomization: the base, the component, and the policy in force (checkStuckHookAnnounced's), as a
-	// user's overlay carries theirs; --force-conflicts since the test, not kubectl, wrote the policy last.
-	policy, err := n.Clientset.CoreV1().ConfigMaps("syncmedic").Get(ctx, "syncmedic-policy", metav1.GetOptions{})
-	require.NoError(t, err)
-	patch, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "syncmedic-policy", "namespace": "syncmedic"}, "data": policy.Data})
-	require.NoError(t, err)
-	overlay := filepath.Join(work, "syncmedic-overlay")
-	require.NoError(t, os.Mkdir(overlay, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(overlay, "policy.yaml"), patch, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: [../manifests/base]\n"+
-		"components: [../manifests/components/argocd-extension/syncmedic]\npatches: [{path: policy.yaml}]\n"), 0o600))
-	t.Logf("syncmedic with the extension component:\n%s", runShell(t, n, work,
-		"kubectl apply --server-side --force-conflicts -k syncmedic-overlay\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
+	t.Logf("syncmedic's side of the extension:\n%s", runShell(t, n, work, syncmedicSide()+
+		"\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
 	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-extension"))
 	t.Logf("argocd-server restarted:\n%s", runShell(t, n, work,
 		"kubectl -n argocd rollout restart deploy/argocd-server\nkubectl -n argocd rollout status deploy/argocd-server --timeout=3m"))

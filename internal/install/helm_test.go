@@ -16,6 +16,22 @@ import (
 // readmeHelmSection is the README section whose first sh block installs the chart.
 const readmeHelmSection = "### Install with Helm"
 
+// checkSlackThread waits until the stuck hook's incident on app has its thread on the Slack test server: one root
+// message, in the README's channel, posted with the Secret's slack-token, naming the rule and the application.
+func checkSlackThread(t *testing.T, slack *slackrec.Server, app string) {
+	t.Helper()
+	var posted []slackrec.Message
+	poll(t, "the incident's thread on Slack", func() (bool, error) {
+		posted = slack.Roots()
+		return len(posted) > 0, fmt.Errorf("nothing posted")
+	})
+	require.Len(t, posted, 1, "one thread, the one incident's: %s", slack.Summary())
+	require.Equal(t, "#gitops-incidents", posted[0].Channel)
+	require.Equal(t, "unused here", posted[0].Token, "the bot token of the Secret's slack-token")
+	require.Contains(t, posted[0].Text+posted[0].Blocks, "argocd/operation-stuck")
+	require.Contains(t, posted[0].Text+posted[0].Blocks, app)
+}
+
 // helmWithSlackTestServer is the Helm section's block after what it takes from "Running syncmedic serve in the
 // cluster" (the TOKEN and the argocd-ca.crt copy of Argo CD's certificate, the serve block's own lines), its
 // commands (continuation lines joined) as written, with one value added to `helm install`: extraArgs
@@ -47,8 +63,9 @@ func helmWithSlackTestServer(t *testing.T, block, slackURL string) string {
 // TestKustomizeInstallOnTheRealNode checks: the CMP sidecar rendering inside the repo-server Pod, both replicas
 // Ready, the stuck hook on the real Argo CD announced
 // (argocd.tls.mode=ca against Argo CD's own certificate) — here also on Slack, in the README's channel, through the
-// Slack test server —, Flux's signed events accepted through the Service, and nothing left after the README's Helm
-// uninstall.
+// Slack test server —, Flux's signed events accepted through the Service, the extension and the incident page
+// served through argocd-server with the chart's incidentAPI.enabled (the README's Helm line of "Seeing incidents"),
+// the incident still the one open and its thread the only one, and nothing left after the README's Helm uninstall.
 func TestHelmInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
@@ -68,16 +85,11 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-helm")
 	app := checkStuckHookAnnounced(t, n)
-	var posted []slackrec.Message
-	poll(t, "the incident's thread on Slack", func() (bool, error) {
-		posted = slack.Roots()
-		return len(posted) > 0, fmt.Errorf("nothing posted")
-	})
-	require.Len(t, posted, 1, "one thread, the one incident's: %s", slack.Summary())
-	require.Equal(t, "#gitops-incidents", posted[0].Channel)
-	require.Equal(t, "unused here", posted[0].Token, "the bot token of the Secret's slack-token")
-	require.Contains(t, posted[0].Text+posted[0].Blocks, "argocd/operation-stuck")
-	require.Contains(t, posted[0].Text+posted[0].Blocks, app)
+	checkSlackThread(t, slack, app)
+	ops := recordOperation(n, app)
+	checkExtension(t, n, work, app, func() string { return readmeBlock(t, readmeIncidentsSection, 2) })
+	checkIncidentStillOpen(t, n, app, ops())
+	require.Len(t, slack.Roots(), 1, "still one thread: %s", slack.Summary())
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 2)))
 	checkNothingLeft(t, n)
 }

@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+	"github.com/syncmedic/syncmedic/internal/testenv/slackrec"
 )
 
 // The README sections whose sh blocks TestKustomizeInstallOnTheRealNode runs, in order.
@@ -66,13 +68,14 @@ func leaveOut(t *testing.T, block string, dropCommand func(code string) bool, dr
 // upstream manifests: Argo CD's kustomization gets the README's manifests/argocd-cmp component, whose sidecar
 // renders applications inside the real repo-server Pod (checkCMPRenders); syncmedic's token is issued by
 // the README's `argocd account generate-token` (after the test's own login: the README's is SSO); the serve block
-// runs unchanged, its argocd-ca lines included. Then: both replicas of the image `make image` builds become Ready;
-// syncmedic talks to argocd-server by its Service, verifying its self-signed certificate, and announces a hook that
-// never finishes on the real Argo CD (a Kubernetes Event on the Application, the only incident); a HelmRelease's
-// events reach syncmedic's Service through notification-controller and the Provider of manifests/flux, accepted
-// with their HMAC signature; the incident page and the Argo CD extension are served, the incident API reached
-// through argocd-server's proxy extension (checkExtension); the README's uninstall leaves none of the install's
-// objects.
+// runs unchanged, its argocd-ca lines included, and so does its Slack block (the Slack test server's URL added).
+// Then: both replicas of the image `make image` builds become Ready; syncmedic talks to argocd-server by its Service,
+// verifying its self-signed certificate, and announces a hook that never finishes on the real Argo CD (a Kubernetes
+// Event on the Application, the only incident, and one Slack thread); a HelmRelease's events reach syncmedic's
+// Service through notification-controller and the Provider of manifests/flux, accepted with their HMAC signature;
+// the incident page and the Argo CD extension are served, the incident API reached through argocd-server's proxy
+// extension (checkExtension), the incident still the one open throughout; the README's uninstall leaves none of the
+// install's objects.
 func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
@@ -86,9 +89,21 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	issueSyncmedicToken(t, n, work)
 	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
+	// Slack as the serve section's second block says. The test adds the Slack test server's URL (Slack itself is
+	// out of reach here), relayed to the Pods from the host's loopback.
+	slack := slackrec.New(t)
+	u, err := url.Parse(slack.GetAPIURL())
+	require.NoError(t, err)
+	u.Host = n.ExposeToPods(t, u.Host)
+	t.Logf("slack:\n%s", runShell(t, n, work, "kubectl -n syncmedic set env deploy/syncmedic SYNCMEDIC_SLACK_API_URL="+u.String()+"\n"+
+		readmeBlock(t, readmeServeSection, 2)+"\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
 	checkInstalled(t, n, "syncmedic-kustomize")
 	app := checkStuckHookAnnounced(t, n)
-	checkExtension(t, n, work, app)
+	checkSlackThread(t, slack, app)
+	ops := recordOperation(n, app)
+	checkExtension(t, n, work, app, kustomizeExtensionSide(t, n, work))
+	checkIncidentStillOpen(t, n, app, ops())
+	require.Len(t, slack.Roots(), 1, "still one thread: %s", slack.Summary())
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 1)))
 	checkNothingLeft(t, n)
 }
@@ -116,17 +131,24 @@ func checkInstalled(t *testing.T, n *testenv.Node, release string) {
 	t.Helper()
 	ctx := context.Background()
 	var d appsv1.Deployment
-	poll(t, "the syncmedic Deployment available", func() (bool, error) {
+	var pods []corev1.Pod
+	poll(t, "the syncmedic Deployment available, its two Pods the only ones", func() (bool, error) {
 		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: "syncmedic", Name: "syncmedic"}, &d); err != nil {
 			return false, err
 		}
-		return d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas == 2 && d.Status.AvailableReplicas == 2,
-			fmt.Errorf("%+v", d.Status)
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != 2 || d.Status.ReadyReplicas != 2 ||
+			d.Status.AvailableReplicas != 2 || d.Status.Replicas != 2 {
+			return false, fmt.Errorf("%+v", d.Status)
+		}
+		// A rollout's old Pods go after the new ones are ready: wait until they are gone.
+		list, err := n.Clientset.CoreV1().Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+		if err != nil {
+			return false, err
+		}
+		pods = list.Items
+		return len(pods) == 2, fmt.Errorf("%d Pods", len(pods))
 	})
-	pods, err := n.Clientset.CoreV1().Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
-	require.NoError(t, err)
-	require.Len(t, pods.Items, 2)
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		require.Equal(t, makefileImage(t), p.Spec.Containers[0].Image)
 	}
 	// notification-controller posts each event once (after a few quick retries). The install right after the other
@@ -150,7 +172,7 @@ func checkInstalled(t *testing.T, n *testenv.Node, release string) {
 			t.Logf("no event accepted within 40 s: upgraded %s (%d)", release, upgrades)
 		}
 		accepted, refused := 0, 0
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			m, err := podMetrics(ctx, n, p)
 			if err != nil {
 				return false, err

@@ -84,6 +84,10 @@ type RealArgoCD struct {
 	exe        string
 	envv       []string
 	repoServer string
+	// serverExe, serverEnv and serverArgs start another argocd-server of the stack (StartServerReplica).
+	serverExe  string
+	serverEnv  []string
+	serverArgs func(ports []int) []string
 	appSets    sync.Once
 	appSetsErr error
 }
@@ -373,6 +377,7 @@ func startArgoCDStack(env *Env, opts ArgoCDStackOptions) (*RealArgoCD, error) {
 		plain := serverArgs
 		serverArgs = func(ports []int) []string { return wrap(plain(ports)) }
 	}
+	s.serverExe, s.serverEnv, s.serverArgs = serverExe, serverEnv, serverArgs
 	addr, err := s.startComponent(serverExe, serverEnv, "argocd-server", serverArgs, func(ports []int, exited <-chan struct{}) error {
 		if err := waitHTTP("http://"+loopback(ports[0])+"/healthz", exited, 2*time.Minute); err != nil {
 			return err

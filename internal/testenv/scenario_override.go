@@ -56,6 +56,18 @@ func (a *ArgoCDServer) AddAccount(t testing.TB, account string, policy ...string
 	return a.Token(t, account)
 }
 
+// SetAccountPolicy replaces the argocd-rbac-cm lines AddAccount gave account (its key policy.<account>.csv) with
+// policy, or removes the key when policy is empty: what a person editing Argo CD's RBAC does. argocd-server reads
+// argocd-rbac-cm through its informer, so the change takes effect a moment later.
+func (a *ArgoCDServer) SetAccountPolicy(t testing.TB, account string, policy ...string) {
+	t.Helper()
+	var v *string
+	if len(policy) > 0 {
+		v = strPtr(strings.Join(policy, "\n"))
+	}
+	a.mergeData(t, common.ArgoCDRBACConfigMapName, map[string]*string{"policy." + account + ".csv": v})
+}
+
 // CanI asks argocd-server whether the account of token may take action on applications matching object (what
 // `argocd account can-i ACTION applications OBJECT` does).
 func (a *ArgoCDServer) CanI(t testing.TB, token, action, object string) bool {

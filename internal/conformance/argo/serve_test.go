@@ -246,6 +246,12 @@ func startServeDaemon(t *testing.T, app *testenv.RealHookApp, policy string, ext
 // the one before (with the same --state-file).
 func startServeDaemonOn(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, policy string, extra ...string) *serveDaemon {
 	t.Helper()
+	return startServeDaemonAt(t, app, srv, app.Stack.Addr, app.Stack.AdminToken(t), policy, extra...)
+}
+
+// startServeDaemonAt is startServeDaemonOn talking to the argocd-server at server (plaintext) with token.
+func startServeDaemonAt(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, server, token, policy string, extra ...string) *serveDaemon {
+	t.Helper()
 	bin := testenv.SyncmedicBinary(t)
 	stack := app.Stack
 	dir := t.TempDir()
@@ -260,7 +266,7 @@ func startServeDaemonOn(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, 
 	require.NoError(t, l.Close())
 	args := []string{"serve", "--listen", addr, "--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-watch=false",
-		"--argocd-server", stack.Addr, "--argocd-plaintext", "--argocd-token-file", write("argocd-token", stack.AdminToken(t)),
+		"--argocd-server", server, "--argocd-plaintext", "--argocd-token-file", write("argocd-token", token),
 		"--argocd-selector", app.Selector(), "--argocd-live-resync", "1s",
 		"--policy-file", write("policy.yaml", policy),
 		"--slack-token-file", write("slack-token", "xoxb-conformance"), "--slack-channel", "#incidents",
