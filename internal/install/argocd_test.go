@@ -179,11 +179,12 @@ func issueSyncmedicToken(t *testing.T, n *testenv.Node, work string) {
 }
 
 // checkStuckHookAnnounced has the real Argo CD sync an application whose PreSync hook never finishes (`sleep 3600`
-// on the node), with the README install's policy ConfigMap given a 20 s threshold for argocd/operation-stuck
-// (instead of 30 min; then the Deployment restarted, as the README says for a threshold), and waits until syncmedic
+// on the node), with the install's policy given a 20 s threshold for argocd/operation-stuck by setThreshold
+// (instead of 30 min; then the Deployment restarted, as the README says for a threshold: kustomizeThreshold,
+// helmThreshold), and waits until syncmedic
 // announces it: the Kubernetes Event of a new incident on that
 // Application, naming the rule, and no incident opened on anything else.
-func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) (app string) {
+func checkStuckHookAnnounced(t *testing.T, n *testenv.Node, setThreshold func()) (app string) {
 	t.Helper()
 	ctx := context.Background()
 	core := n.Clientset.CoreV1()
@@ -193,21 +194,7 @@ func checkStuckHookAnnounced(t *testing.T, n *testenv.Node) (app string) {
 			logSyncmedic(t, n)
 		}
 	})
-	policy, err := core.ConfigMaps("syncmedic").Get(ctx, "syncmedic-policy", metav1.GetOptions{})
-	require.NoError(t, err)
-	var doc map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(policy.Data["policy.yaml"]), &doc))
-	rules, _ := doc["rules"].(map[string]any)
-	require.Empty(t, rules, "the install's policy: every rule as the defaults say")
-	doc["rules"] = map[string]any{"argocd/operation-stuck": map[string]any{"threshold": "20s"}}
-	b, err := yaml.Marshal(doc)
-	require.NoError(t, err)
-	policy.Data["policy.yaml"] = string(b)
-	_, err = core.ConfigMaps("syncmedic").Update(ctx, policy, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	// A rule's threshold is read when serve starts (docs/serve.md, "Policy"): restart it as the README says.
-	t.Logf("restart:\n%s", runShell(t, n, t.TempDir(),
-		"kubectl -n syncmedic rollout restart deploy/syncmedic\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
+	setThreshold()
 
 	ns := n.Namespace(t)
 	repo := testenv.NewGitRepo(t)
@@ -324,6 +311,39 @@ func kustomizeExtensionSide(t *testing.T, n *testenv.Node, work string) func() s
 		require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: [../manifests/base]\n"+
 			"components: [../manifests/components/argocd-extension/syncmedic]\npatches: [{path: policy.yaml}]\n"), 0o600))
 		return "kubectl apply --server-side --force-conflicts -k syncmedic-overlay"
+	}
+}
+
+// kustomizeThreshold sets the 20 s argocd/operation-stuck threshold in the policy ConfigMap of the kustomize install
+// (its overlay's policy) and restarts syncmedic, as the README says for a threshold.
+func kustomizeThreshold(t *testing.T, n *testenv.Node) func() {
+	return func() {
+		ctx := context.Background()
+		core := n.Clientset.CoreV1()
+		policy, err := core.ConfigMaps("syncmedic").Get(ctx, "syncmedic-policy", metav1.GetOptions{})
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(policy.Data["policy.yaml"]), &doc))
+		rules, _ := doc["rules"].(map[string]any)
+		require.Empty(t, rules, "the install's policy: every rule as the defaults say")
+		doc["rules"] = map[string]any{"argocd/operation-stuck": map[string]any{"threshold": "20s"}}
+		b, err := yaml.Marshal(doc)
+		require.NoError(t, err)
+		policy.Data["policy.yaml"] = string(b)
+		_, err = core.ConfigMaps("syncmedic").Update(ctx, policy, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		// A rule's threshold is read when serve starts (docs/serve.md, "Policy"): restart it as the README says.
+		t.Logf("restart:\n%s", runShell(t, n, t.TempDir(),
+			"kubectl -n syncmedic rollout restart deploy/syncmedic\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
+	}
+}
+
+// helmThreshold sets the same threshold through the chart's policy value (a change of the ConfigMap by hand would be
+// undone by the next `helm upgrade`), and restarts syncmedic.
+func helmThreshold(t *testing.T, n *testenv.Node, work string) func() {
+	return func() {
+		t.Logf("threshold:\n%s", runShell(t, n, work, `helm upgrade syncmedic charts/syncmedic -n syncmedic --reuse-values --set-json 'policy.rules={"argocd/operation-stuck":{"threshold":"20s"}}'`+
+			"\nkubectl -n syncmedic rollout restart deploy/syncmedic\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
 	}
 }
 

@@ -84,7 +84,7 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	install := helmWithSlackTestServer(t, readmeBlock(t, readmeHelmSection, 1), u.String()) + "\n" + readmeBlock(t, readmeFluxSection, 1)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-helm")
-	app := checkStuckHookAnnounced(t, n)
+	app := checkStuckHookAnnounced(t, n, helmThreshold(t, n, work))
 	checkSlackThread(t, slack, app)
 	ops := recordOperation(n, app)
 	checkExtension(t, n, work, app, func() string { return readmeBlock(t, readmeIncidentsSection, 2) })

@@ -98,7 +98,7 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	t.Logf("slack:\n%s", runShell(t, n, work, "kubectl -n syncmedic set env deploy/syncmedic SYNCMEDIC_SLACK_API_URL="+u.String()+"\n"+
 		readmeBlock(t, readmeServeSection, 2)+"\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
 	checkInstalled(t, n, "syncmedic-kustomize")
-	app := checkStuckHookAnnounced(t, n)
+	app := checkStuckHookAnnounced(t, n, kustomizeThreshold(t, n))
 	checkSlackThread(t, slack, app)
 	ops := recordOperation(n, app)
 	checkExtension(t, n, work, app, kustomizeExtensionSide(t, n, work))
