@@ -106,15 +106,15 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 	}
 	key := l.subject(a)
 	st := l.apps[key]
-	if st != nil && st.unseen {
-		st.unseen = false
-		if !newer(a.ResourceVersion, st.app.ResourceVersion) {
-			l.evaluate(st, true) // seen again unchanged: evaluated as a threshold would have had it meanwhile
-			return true
-		}
-	}
 	if st != nil && !newer(a.ResourceVersion, st.app.ResourceVersion) {
+		if st.unseen {
+			st.unseen = false
+			l.evaluate(st, true) // seen again unchanged: evaluated as a threshold would have had it meanwhile
+		}
 		return true
+	}
+	if st != nil {
+		st.unseen = false // seen again, changed: evaluated below as any new version
 	}
 	if st == nil {
 		st = &appState{subject: key}

@@ -250,8 +250,7 @@ func recordOperation(n *testenv.Node, app string) (stop func() []string) {
 		var seen []string
 		last := ""
 		for ctx.Err() == nil {
-			a := argoCDApp(app, "", "", false)
-			a.SetNamespace(testenv.ArgoCDNamespace)
+			a := argoCDApp(app, "", "", false) // in testenv.ArgoCDNamespace: only its key is read
 			if err := n.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err == nil {
 				op, _, _ := unstructured.NestedMap(a.Object, "status", "operationState")
 				delete(op, "operation")
