@@ -17,7 +17,8 @@ build:
 # redis-server, git, and the real node's kubelet, kube-scheduler, kube-proxy, CoreDNS, containerd, runc, CNI plugins, busybox (hack/tools.sh); Flux's notification-, source-, helm- and kustomize-controllers (hack/flux-tools.sh); Argo CD's
 # multi-call binary per tested version (hack/argocd-tools.sh); Argo Workflows' workflow-controller per tested version
 # (hack/workflows-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
-# the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh).
+# the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh); Argo CD's own
+# web UI, v3.6.1's and v2.14.21's, with the argocd binaries that embed it (hack/argocd-ui.sh, after tools-argocd).
 # The scripts are independent (each its own binaries, stamps and CRD directories; apt-get serialised by a lock), so two
 # run at once: a cold build spends part of each tool's time in a single-threaded link or module load, which the other
 # build fills. Longest first (Flux, Argo CD, the kube binaries); output is grouped per script.
@@ -27,7 +28,7 @@ build:
 # 0.45 GB), at no cost to the binaries built.
 TOOLS_JOBS ?= 2
 BUILD_GOGC ?= 800
-TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui
+TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui tools-argocd-ui
 tools:
 	GOGC=$(BUILD_GOGC) $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
 	@echo "tools: ready in $(BIN): $$(ls '$(BIN)' | tr '\n' ' ')"
@@ -41,16 +42,17 @@ tools-flux:
 tools-argocd:
 	./hack/argocd-tools.sh
 
-# Argo CD's own web UI built from the v3.6.1 module's sources (hack/argocd-ui.sh: pnpm from the npm registry, webpack;
-# minutes cold, cached by a stamp), for the browser tests of the UI extension inside the real Argo CD UI. Not part of
-# `make tools` yet: the tests that need it fail naming this target.
-tools-argocd-ui:
+# Argo CD's own web UI (v3.6.1 and v2.14.21) built from the modules' ui/ sources (hack/argocd-ui.sh: pnpm or yarn from
+# the npm registry, the argo-ui commit from the repository vendored in internal/testenv/argoui, webpack; minutes cold,
+# cached by a stamp), and bin/argocd-V-ui embedding it, for the browser tests of the UI extension inside the real Argo
+# CD UI. After tools-argocd: the embedding build reuses that build's cache.
+tools-argocd-ui: tools-argocd
 	./hack/argocd-ui.sh
 
-# The UI extension inside Argo CD's own web UI (v3.6.1 and v2.14.21) in Chromium: builds the UIs (tools-argocd-ui;
-# needs GitHub or ARGO_UI_GIT for argo-ui) and runs the tests behind the argocdui build tag. Not part of `make test`.
-test-argocd-ui: tools tools-argocd-ui
-	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) go test -tags argocdui -count=1 -timeout 30m -run 'InArgoCDsOwnUI' ./cmd/syncmedic
+# Only the UI extension's tests inside Argo CD's own web UI (v3.6.1 and v2.14.21) in Chromium (`make test` runs them
+# with the rest).
+test-argocd-ui: tools
+	KUBEBUILDER_ASSETS=$(BIN) SYNCMEDIC_BIN=$(BIN) go test -count=1 -timeout 30m -run 'InArgoCDsOwnUI' ./cmd/syncmedic
 
 tools-workflows:
 	./hack/workflows-tools.sh

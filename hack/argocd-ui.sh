@@ -10,9 +10,12 @@
 # that should not starve a test run beside them.
 #   v3.x     pnpm-lock.yaml, "packageManager": "pnpm@12.3.4": `npx pnpm@12.3.4 install --frozen-lockfile`
 #   v2.x     yarn.lock (v1): `npx yarn@1.22.22 install --frozen-lockfile`
-# Both UIs depend on github.com/argoproj/argo-ui by commit. Where GitHub is unreachable, ARGO_UI_GIT=<git directory
-# holding argo-ui> supplies that commit (the install stays frozen to it); when it lacks the pinned commit,
-# ARGO_UI_REV=<commit> packs another one instead, with a warning (internal/conformance/unbuildable.md).
+# Both UIs depend on github.com/argoproj/argo-ui by commit, and GitHub is unreachable from this project's machines (CI
+# included). ARGO_UI_GIT=<git directory holding argo-ui> supplies that commit (the install stays frozen to it); by
+# default it is the shallow argo-ui repository vendored in internal/testenv/argoui (unpacked into bin/.argo-ui), and
+# ARGO_UI_GIT=github leaves the lockfiles' GitHub URLs as they are. When ARGO_UI_GIT lacks a pinned commit, the commit
+# ARGO_UI_REV names, or else the one internal/testenv/argoui/stand-ins lists for that pin, is packed instead, with a
+# warning (internal/conformance/unbuildable.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,12 +24,31 @@ mkdir -p "$BIN"
 
 log() { printf 'argocd-ui: %s\n' "$*" >&2; }
 
+VENDORED=$ROOT/internal/testenv/argoui
+# The vendored argo-ui repository, unpacked once per tarball (its digest is the stamp).
+if [ -z "${ARGO_UI_GIT:-}" ]; then
+  vstamp=$(sha256sum "$VENDORED/argo-ui.git.tar.gz" | cut -c1-16)
+  if [ "$(cat "$BIN/.argo-ui/stamp" 2>/dev/null)" != "$vstamp" ]; then
+    rm -rf "$BIN/.argo-ui" && mkdir -p "$BIN/.argo-ui"
+    tar -C "$BIN/.argo-ui" -xzf "$VENDORED/argo-ui.git.tar.gz"
+    echo "$vstamp" >"$BIN/.argo-ui/stamp"
+  fi
+  ARGO_UI_GIT=$BIN/.argo-ui/argo-ui.git
+fi
+[ "$ARGO_UI_GIT" != github ] || ARGO_UI_GIT=""
+
+# stand_in PIN: the argo-ui commit packed when ARGO_UI_GIT lacks PIN: ARGO_UI_REV, or the vendored stand-ins' entry.
+stand_in() {
+  if [ -n "${ARGO_UI_REV:-}" ]; then echo "$ARGO_UI_REV"; return; fi
+  awk -v pin="$1" '$1 == pin { print $2 }' "$VENDORED/stand-ins"
+}
+
 if ! command -v npm >/dev/null 2>&1; then
   log "installing nodejs and npm (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get update -qq
+  flock /tmp/syncmedic-apt.lock $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
 # module_dir VERSION: the argo-cd module's directory for VERSION, from the wrapper module hack/argocd-tools.sh builds
@@ -56,7 +78,7 @@ pm_install() {
 
 # vendor_git_deps DIR: when ARGO_UI_GIT names a git directory holding argoproj/argo-ui (for machines that reach the npm
 # registry but not GitHub), packs the commit DIR's lockfile pins (a GitHub tarball) from it into DIR and points
-# package.json and the lockfile at that file, so the install stays frozen to the same commit. Without ARGO_UI_GIT,
+# package.json and the lockfile at that file, so the install stays frozen to the same commit. With ARGO_UI_GIT=github,
 # nothing changes and the package manager downloads the tarball from codeload.github.com.
 vendor_git_deps() {
   local dir=$1 lock sha tgz
@@ -77,10 +99,10 @@ vendor_git_deps() {
   tgz=argo-ui-$sha.tgz
   local rev=$sha
   if ! git --git-dir="$ARGO_UI_GIT" cat-file -e "$sha^{commit}" 2>/dev/null; then
-    [ -n "${ARGO_UI_REV:-}" ] ||
+    rev=$(stand_in "$sha")
+    [ -n "$rev" ] ||
       { log "ARGO_UI_GIT=$ARGO_UI_GIT lacks argo-ui commit $sha (the lockfile's pin); ARGO_UI_REV=<commit> packs another one instead"; return 1; }
-    rev=$ARGO_UI_REV
-    log "WARNING: argo-ui $sha (the lockfile's pin) is not in ARGO_UI_GIT; packing ARGO_UI_REV=$rev instead"
+    log "WARNING: argo-ui $sha (the lockfile's pin) is not in ARGO_UI_GIT=$ARGO_UI_GIT; packing its stand-in $rev instead (internal/conformance/unbuildable.md)"
   fi
   git --git-dir="$ARGO_UI_GIT" archive --format=tar.gz --prefix=package/ -o "$dir/$tgz" "$rev"
   log "argo-ui $rev packed from ARGO_UI_GIT=$ARGO_UI_GIT"
@@ -88,14 +110,13 @@ vendor_git_deps() {
   sed -i "s|https://codeload.github.com/argoproj/argo-ui/tar.gz/$sha|file:$tgz|g" "$lock"
 }
 
-# argo_ui_rev LOCKFILE: the argo-ui commit the build uses: the lockfile's pin, or ARGO_UI_REV when ARGO_UI_GIT lacks
+# argo_ui_rev LOCKFILE: the argo-ui commit the build uses: the lockfile's pin, or its stand-in when ARGO_UI_GIT lacks
 # the pin.
 argo_ui_rev() {
   local sha
   sha=$(grep -o 'argo-ui/tar.gz/[0-9a-f]\{40\}\|argo-ui.git#[0-9a-f]\{40\}' "$1" | head -1 | sed 's|.*[/#]||')
-  if [ -n "${ARGO_UI_GIT:-}" ] && [ -n "$sha" ] && [ -n "${ARGO_UI_REV:-}" ] &&
-    ! git --git-dir="$ARGO_UI_GIT" cat-file -e "$sha^{commit}" 2>/dev/null; then
-    sha=$ARGO_UI_REV
+  if [ -n "${ARGO_UI_GIT:-}" ] && [ -n "$sha" ] && ! git --git-dir="$ARGO_UI_GIT" cat-file -e "$sha^{commit}" 2>/dev/null; then
+    sha=$(stand_in "$sha")
   fi
   echo "$sha"
 }

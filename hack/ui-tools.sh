@@ -43,6 +43,6 @@ fi
 
 if [ "${1:-}" = "screenshots" ]; then
   log "regenerating docs/screenshots (browser tests against the test control plane)"
-  # argocdui: the extension's screenshot is taken inside Argo CD's own UI (make tools-argocd-ui first).
-  KUBEBUILDER_ASSETS=$BIN SYNCMEDIC_BIN=$BIN go test -tags argocdui ./cmd/syncmedic -run 'InChromium' -count=1 -update
+  # The extension's screenshot is taken inside Argo CD's own UI (make tools-argocd-ui, part of make tools).
+  KUBEBUILDER_ASSETS=$BIN SYNCMEDIC_BIN=$BIN go test ./cmd/syncmedic -run 'InChromium' -count=1 -update
 fi

@@ -1,9 +1,5 @@
-//go:build argocdui
-
-// The tests in this file need Argo CD's own web UI, built by `make tools-argocd-ui`, which needs the argo-ui git
-// repository (GitHub, or ARGO_UI_GIT): `make test-argocd-ui` builds it and runs them. They are behind the argocdui
-// build tag so that `make test` on a machine that cannot reach GitHub (CI here) neither builds the UI nor fails
-// for want of it.
+// The tests in this file need Argo CD's own web UI, built by `make tools-argocd-ui` (part of `make tools`) from the Go
+// modules' ui/ sources and the argo-ui repository vendored in internal/testenv/argoui.
 
 package main
 
