@@ -2,6 +2,7 @@ package argocd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -70,6 +71,9 @@ type AppSetPollerOptions struct {
 	// Period is how often the ApplicationSets are listed (default 1m): argocd-server has no ApplicationSet watch, and
 	// a rollout is judged on a threshold of tens of minutes.
 	Period time.Duration
+	// Access answers CanI `applicationsets, get` (default: Client, when it implements AccountClient, as APIClient
+	// does).
+	Access AccountClient
 	Log    *slog.Logger
 	Now    func() time.Time
 }
@@ -82,6 +86,9 @@ type AppSetPoller struct {
 	o AppSetPollerOptions
 	// reported are the subjects of the last poll, so an ApplicationSet that is gone is reported gone.
 	reported map[string]bool
+	access   AccountClient
+	// hidden is true while the last CanI found the account may not get every ApplicationSet (or could not be asked).
+	hidden bool
 }
 
 var _ syncmedic.Source = (*AppSetPoller)(nil)
@@ -100,7 +107,7 @@ func NewAppSetPoller(o AppSetPollerOptions) *AppSetPoller {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &AppSetPoller{o: o, reported: map[string]bool{}}
+	return &AppSetPoller{o: o, reported: map[string]bool{}, access: accessOf(o.Access, o.Client)}
 }
 
 // Run polls until ctx ends. A failed list is logged and tried again at the next period: it never stops the rest of
@@ -121,11 +128,15 @@ func (p *AppSetPoller) Run(ctx context.Context, sink syncmedic.Sink) error {
 }
 
 // Poll lists the ApplicationSets once, reports each one's findings, and reports gone the ones of the last poll that
-// are no longer listed (unless argocd-server answered before it had read them all).
+// are no longer listed, unless the list may be partial: argocd-server answered before it had read them all, or the
+// account may not get every ApplicationSet (mayGetAll).
 func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
 	sets, complete, err := listAppSets(ctx, p.o.Client, p.o.Projects, p.o.Namespace)
 	if err != nil {
 		return err
+	}
+	if complete && !p.mayGetAll(ctx) {
+		complete = false
 	}
 	now := p.o.Now()
 	seen := make(map[string]bool, len(sets))
@@ -151,6 +162,33 @@ func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
 	}
 	p.reported = seen
 	return nil
+}
+
+// mayGetAll asks CanI whether the account may get every ApplicationSet of the poller's scope: argocd-server's List
+// silently leaves out the others, so a list without one is no proof it is gone. A "no", or a CanI that cannot be
+// asked, makes the poll partial; the first such poll logs why at Warn, the first one after it at Info.
+func (p *AppSetPoller) mayGetAll(ctx context.Context) bool {
+	if p.access == nil {
+		return true
+	}
+	missing, err := CheckAppSets(ctx, p.access, WatchScope(p.o.Projects, p.o.Namespace))
+	if err == nil && len(missing) == 0 {
+		if p.hidden {
+			p.o.Log.Info("argocd applicationsets readable again: ApplicationSets no longer listed are reported gone", "instance", p.o.Instance)
+		}
+		p.hidden = false
+		return true
+	}
+	if !p.hidden {
+		if err != nil {
+			p.o.Log.Warn("argocd applicationset access unverified: none is reported gone until CanI answers", "instance", p.o.Instance, "error", err)
+		} else {
+			p.o.Log.Warn("argocd account may not get every applicationset: argocd-server leaves those out of the list, so none is reported gone until it may",
+				"instance", p.o.Instance, "missing", fmt.Sprint(missing), "add", policyLines(missing))
+		}
+	}
+	p.hidden = true
+	return false
 }
 
 // candidates gets the Applications that may hold the rollout. One that cannot be read is left out: the rule then

@@ -1,8 +1,12 @@
 package argocd
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +84,18 @@ func TestScanReadsApplicationSets(t *testing.T) {
 		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(fs))
 		require.Equal(t, []string{"shop-us"}, f.gets, "only the possible holder is read")
 	})
+	t.Run("an account that may not get every ApplicationSet is a problem naming the policy line, and the read says so", func(t *testing.T) {
+		f := stalledArgo()
+		access := &cani{answers: map[string]any{"get */*": "yes", "applicationsets get */*": "no"}}
+		var read string
+		fs, problems, err := Scan(context.Background(), ScanOptions{Client: f, Access: access, Read: &read}, now)
+		require.NoError(t, err)
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(fs), "what it may read is still judged")
+		require.Len(t, problems, 1)
+		require.Contains(t, problems[0], "lacks [applicationsets, get, */*]")
+		require.Contains(t, problems[0], "`p, role:syncmedic, applicationsets, get, */*, allow`")
+		require.Equal(t, "3 applications, 1 ApplicationSets (others may be hidden by Argo CD RBAC)", read)
+	})
 	t.Run("ApplicationSets that cannot be listed are a problem named in the report, not a failed scan", func(t *testing.T) {
 		f := stalledArgo()
 		f.err = status.Error(codes.Unimplemented, "unknown service applicationset.ApplicationSetService")
@@ -146,6 +162,44 @@ func TestAppSetPoller(t *testing.T) {
 		f.unsynced = false
 		require.NoError(t, p.Poll(context.Background(), sink))
 		require.Equal(t, []string{subject}, sink.gone, "a complete list without it does")
+	})
+	t.Run("an ApplicationSet left out while the account may not get every ApplicationSet is kept", func(t *testing.T) {
+		f := stalledArgo()
+		access := &cani{answers: map[string]any{"applicationsets get */*": "yes"}}
+		var logs bytes.Buffer
+		p := NewAppSetPoller(AppSetPollerOptions{Client: f, Access: access, Now: func() time.Time { return now },
+			Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(sink.last[subject]))
+		// RBAC now hides it: argocd-server's list leaves it out, complete as far as its informer goes.
+		access.set("applicationsets get */*", "no")
+		f.sets = nil
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "not reported gone while the account may not get it")
+		require.Equal(t, 1, strings.Count(logs.String(), "argocd account may not get every applicationset"), "logged once: %s", logs.String())
+		require.Contains(t, logs.String(), "p, role:syncmedic, applicationsets, get, */*, allow")
+		// A CanI that cannot be asked proves nothing either.
+		access.set("applicationsets get */*", status.Error(codes.Unavailable, "connection refused"))
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "not reported gone while CanI cannot answer")
+		access.set("applicationsets get */*", "yes")
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Equal(t, []string{subject}, sink.gone, "once the account may get every ApplicationSet, a list without it is proof")
+		require.Contains(t, logs.String(), "argocd applicationsets readable again")
+		require.Equal(t, []string{"applicationsets get */*"}, slices.Compact(access.asked), "only applicationsets, get is asked, on the watch's scope")
+	})
+	t.Run("the CanI is asked on the poller's projects and namespace", func(t *testing.T) {
+		f := stalledArgo()
+		access := &cani{answers: map[string]any{"applicationsets get shop/apps/*": "yes", "applicationsets get web/apps/*": "no"}}
+		p := NewAppSetPoller(AppSetPollerOptions{Client: f, Access: access, Projects: []string{"shop", "web"}, Namespace: "apps", Now: func() time.Time { return now }})
+		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
+		require.NoError(t, p.Poll(context.Background(), sink))
+		f.sets = nil
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "web's ApplicationSets may be hidden")
+		require.Equal(t, []string{"applicationsets get shop/apps/*", "applicationsets get web/apps/*"}, access.asked[:2])
 	})
 	t.Run("a failed list changes nothing reported and is returned", func(t *testing.T) {
 		f := stalledArgo()

@@ -44,15 +44,28 @@ const (
 	ActionUpdateAny = "update/*"
 )
 
-// Permission is one Argo CD RBAC permission on applications: an action on an object "<project>/<application>" or
-// "<project>/<app-namespace>/<application>", globs allowed.
-type Permission struct{ Action, Object string }
+// The Argo CD RBAC resources syncmedic asks CanI about.
+const (
+	ResourceApplications    = "applications"
+	ResourceApplicationSets = "applicationsets"
+)
 
-func (p Permission) String() string { return "applications, " + p.Action + ", " + p.Object }
+// Permission is one Argo CD RBAC permission: an action on an object "<project>/<name>" or
+// "<project>/<namespace>/<name>", globs allowed, of Resource (applications when empty).
+type Permission struct{ Resource, Action, Object string }
+
+func (p Permission) resource() string {
+	if p.Resource == "" {
+		return ResourceApplications
+	}
+	return p.Resource
+}
+
+func (p Permission) String() string { return p.resource() + ", " + p.Action + ", " + p.Object }
 
 // PolicyLine is the argocd-rbac-cm policy line that grants p to PolicyRole.
 func (p Permission) PolicyLine() string {
-	return fmt.Sprintf("p, %s, applications, %s, %s, allow", PolicyRole, p.Action, p.Object)
+	return fmt.Sprintf("p, %s, %s, %s, %s, allow", PolicyRole, p.resource(), p.Action, p.Object)
 }
 
 // WatchScope returns the RBAC objects a watch of these projects needs `get` on: "<project>/*" per project, "*/*"
@@ -72,9 +85,9 @@ func WatchScope(projects []string, appNamespace string) []string {
 	return out
 }
 
-// canI asks argocd-server whether the token's account may take the action on applications matching object.
+// canI asks argocd-server whether the token's account may take the action on the resource's objects matching object.
 func canI(ctx context.Context, c AccountClient, p Permission) (bool, error) {
-	res, err := c.CanI(ctx, &accountpkg.CanIRequest{Resource: "applications", Action: p.Action, Subresource: p.Object})
+	res, err := c.CanI(ctx, &accountpkg.CanIRequest{Resource: p.resource(), Action: p.Action, Subresource: p.Object})
 	if err != nil {
 		return false, err
 	}
@@ -126,4 +139,30 @@ func CheckWatch(ctx context.Context, c AccountClient, scope []string) error {
 func IsAccessDenied(err error) bool {
 	var a *AccessError
 	return errors.As(err, &a)
+}
+
+// CheckAppSets asks CanI for `applicationsets, get` on each object of scope (see WatchScope): argocd-server's
+// ApplicationSet List silently leaves out the ones the account may not get, as its application List does. missing
+// are the permissions answered "no"; an error is a CanI that could not be asked (classified).
+func CheckAppSets(ctx context.Context, c AccountClient, scope []string) (missing []Permission, err error) {
+	for _, obj := range scope {
+		p := Permission{Resource: ResourceApplicationSets, Action: ActionGet, Object: obj}
+		ok, err := canI(ctx, c, p)
+		if err != nil {
+			return nil, classify(CallCanI, "(can-i "+p.String()+")", err)
+		}
+		if !ok {
+			missing = append(missing, p)
+		}
+	}
+	return missing, nil
+}
+
+// policyLines joins ps' policy lines for a log or a problem: "`p, …`; `p, …`".
+func policyLines(ps []Permission) string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = "`" + p.PolicyLine() + "`"
+	}
+	return strings.Join(lines, "; ")
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/syncmedic/syncmedic/policy"
 )
 
-// cani answers CanI from a table "action object" → answer ("yes", "no", or an error), for unit tests of the
+// cani answers CanI from a table "action object" (other resources than applications: "resource action object") → answer ("yes", "no", or an error), for unit tests of the
 // message and permission logic; the end-to-end tests ask the real argocd-server.
 type cani struct {
 	mu      sync.Mutex
@@ -44,6 +44,9 @@ func (c *cani) CanI(_ context.Context, in *accountpkg.CanIRequest, _ ...grpc.Cal
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := in.Action + " " + in.Subresource
+	if in.Resource != ResourceApplications {
+		key = in.Resource + " " + key // "applicationsets get */*"
+	}
 	c.asked = append(c.asked, key)
 	switch a := c.answers[key].(type) {
 	case error:
@@ -141,16 +144,16 @@ func TestRemedyPermissions(t *testing.T) {
 		}(), "v2.14.21", nil},
 		{"terminating and syncing needs sync on the watched scope",
 			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleOperationStuck: auto}), "v2.14.21",
-			[]Permission{{ActionSync, "*/*"}}},
+			[]Permission{{Action: ActionSync, Object: "*/*"}}},
 		{"the finalizer remedy on a v2 server needs update and sync",
 			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v2.14.21+abc",
-			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}}},
+			[]Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}}},
 		{"the finalizer remedy on a v3 server also needs the fine-grained update/*",
 			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v3.1.0",
-			[]Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}, {ActionUpdateAny, "*/*"}}},
+			[]Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}, {Action: ActionUpdateAny, Object: "*/*"}}},
 		{"the projects the policy allows replace the watched scope",
 			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookCompletionMissed: {Mode: policy.ModeAuto, Projects: []string{"remediable"}}}), "v2.14.21",
-			[]Permission{{ActionSync, "remediable/*"}}},
+			[]Permission{{Action: ActionSync, Object: "remediable/*"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,7 +168,7 @@ func TestRemedyPermissions(t *testing.T) {
 }
 
 func TestCheckRemedies(t *testing.T) {
-	perms := []Permission{{ActionSync, "*/*"}, {ActionUpdate, "*/*"}, {ActionUpdateAny, "*/*"}}
+	perms := []Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}, {Action: ActionUpdateAny, Object: "*/*"}}
 	t.Run("an account with every permission is OK", func(t *testing.T) {
 		c := &cani{answers: map[string]any{"sync */*": "yes", "update */*": "yes", "update/* */*": "yes"}}
 		res, err := CheckRemedies(context.Background(), c, perms)
@@ -178,8 +181,8 @@ func TestCheckRemedies(t *testing.T) {
 			"update/* */*": status.Error(codes.InvalidArgument, "[get create update delete sync override action invoke] does not contain update/*")}}
 		res, err := CheckRemedies(context.Background(), c, perms)
 		require.NoError(t, err)
-		require.Equal(t, []Permission{{ActionUpdate, "*/*"}}, res.Missing)
-		require.Equal(t, []Permission{{ActionUpdateAny, "*/*"}}, res.Unverified)
+		require.Equal(t, []Permission{{Action: ActionUpdate, Object: "*/*"}}, res.Missing)
+		require.Equal(t, []Permission{{Action: ActionUpdateAny, Object: "*/*"}}, res.Unverified)
 		w := res.Warning()
 		require.Contains(t, w, "lacks `applications, update, */*`")
 		require.Contains(t, w, "they will be refused")

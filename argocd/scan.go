@@ -92,11 +92,16 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 	if ac := appSetsOf(o.AppSets, o.Client); ac != nil {
 		fs, n, problem := scanAppSets(ctx, o, ac, list.Items, now)
 		findings = append(findings, fs...)
-		if problem != "" {
+		switch {
+		case problem != "":
 			problems = append(problems, problem)
 			read += ", ApplicationSets unreadable"
-		} else {
+		default:
 			read += fmt.Sprintf(", %d ApplicationSets", n)
+			if hidden := appSetsHidden(ctx, o); hidden != "" {
+				problems = append(problems, hidden)
+				read += " (others may be hidden by Argo CD RBAC)"
+			}
 		}
 	}
 	if o.Read != nil {
@@ -112,6 +117,22 @@ func appSetsOf(given AppSetClient, c Client) AppSetClient {
 	}
 	ac, _ := c.(AppSetClient)
 	return ac
+}
+
+// appSetsHidden returns a problem when CanI says the account may not get every ApplicationSet of the scan's scope:
+// argocd-server's List leaves those out silently, so argocd/rollingsync-stalled judged only the ones it may. A CanI
+// that cannot be asked says nothing here (as for the applications' preflight).
+func appSetsHidden(ctx context.Context, o ScanOptions) string {
+	a := accessOf(o.Access, o.Client)
+	if a == nil {
+		return ""
+	}
+	missing, err := CheckAppSets(ctx, a, WatchScope(o.Projects, o.AppNamespace))
+	if err != nil || len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the Argo CD account lacks %v: argocd-server leaves the ApplicationSets it may not get out of the list, "+
+		"so argocd/rollingsync-stalled judged only the ones it may; add %s to argocd-rbac-cm", missing, policyLines(missing))
 }
 
 // scanAppSets lists the ApplicationSets once and judges each with the listed applications (an application a
