@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +19,24 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
+// freeAddr returns a loopback address with a free port, for serve's --listen.
+//
+// The port is free when chosen, and taken only when serve listens, often seconds later (a test that must name
+// serve's address to argocd-server starts argocd-server in between). It is picked at random below Linux's ephemeral
+// range (32768 and up: net.ipv4.ip_local_port_range), where no other process's listen on port 0 or outgoing
+// connection can take it meanwhile (a server of a parallel test binary that took it would answer serve's /healthz:
+// startServeOn also checks serve's own metric).
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768)))
+		if err != nil {
+			continue // in use: another one
+		}
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+		return addr
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
@@ -168,9 +187,13 @@ func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 		if code, ok := s.exited(); ok {
 			t.Fatalf("serve exited with %d:\n%s", code, s.Logs)
 		}
-		code, _ := get(s.Base + "/healthz")
-		return code == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "serve never answered /healthz:\n%s", s.Logs)
+		if code, _ := get(s.Base + "/healthz"); code != http.StatusOK {
+			return false
+		}
+		// This serve, not another server that took the address: serve's own metric.
+		_, metrics := get(s.Base + "/metrics")
+		return strings.Contains(metrics, "syncmedic_build_info")
+	}, 60*time.Second, 20*time.Millisecond, "serve never answered /healthz and /metrics on %s:\n%s", addr, s.Logs)
 	return s
 }
 
