@@ -41,9 +41,7 @@ func TestAnIncidentStaysOpenWhileArgoCDRBACHidesItsApplication(t *testing.T) {
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 			// The test's own argocd-server, restarted below without disturbing the other tests sharing the stack.
 			server := stack.StartServerReplica(t)
-			account := strings.ToLower(fmt.Sprintf("lapse%d", time.Now().UnixNano()%1_000_000_000))
-			grant := []string{"p, role:" + account + ", applications, get, */*, allow", "g, " + account + ", role:" + account}
-			token := stack.AddAccount(t, account, grant...)
+			account, grant, token := grantedAccount(t, stack, "lapse", "applications")
 			app := testenv.ScenarioRealRunningHook(t, stack)
 			d := startServeDaemonAt(t, app, newFakeSlack(t), server.Addr, token, lapsePolicy)
 			stuck := incident{rule: syncmedic.RuleOperationStuck, object: appObject(app)}
@@ -111,4 +109,13 @@ func readyz(t *testing.T, d *serveDaemon) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
+}
+
+// grantedAccount adds a local account named prefix and a number, whose role may get every object of resource
+// (applications, applicationsets), and returns it, its policy lines (for SetAccountPolicy) and a token.
+func grantedAccount(t *testing.T, stack *testenv.RealArgoCD, prefix, resource string) (account string, grant []string, token string) {
+	t.Helper()
+	account = strings.ToLower(fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1_000_000_000))
+	grant = []string{"p, role:" + account + ", " + resource + ", get, */*, allow", "g, " + account + ", role:" + account}
+	return account, grant, stack.AddAccount(t, account, grant...)
 }

@@ -1,13 +1,10 @@
 package argo
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,24 +52,6 @@ func (r *appSetReports) counts(subject string) (observed int, gone []string) {
 	return r.observed[subject], gone
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // argocd-server's ApplicationSet List silently leaves out the ApplicationSets the account may not get
 // (server/applicationset List filters by `applicationsets, get`, v2.14.21 to v3.6.1), with a resourceVersion as if
 // it were complete. The poller behind argocd/rollingsync-stalled must not report one gone, which resolves its
@@ -86,9 +65,7 @@ func TestAnApplicationSetHiddenByArgoCDRBACIsNotReportedGone(t *testing.T) {
 		t.Run("on "+version, func(t *testing.T) {
 			t.Parallel()
 			stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
-			account := strings.ToLower(fmt.Sprintf("appsets%d", time.Now().UnixNano()%1_000_000_000))
-			grant := []string{"p, role:" + account + ", applicationsets, get, */*, allow", "g, " + account + ", role:" + account}
-			token := stack.AddAccount(t, account, grant...)
+			account, grant, token := grantedAccount(t, stack, "appsets", "applicationsets")
 
 			as := &v1alpha1.ApplicationSet{
 				ObjectMeta: metav1.ObjectMeta{Name: account, Namespace: stack.Namespace},
@@ -114,7 +91,7 @@ func TestAnApplicationSetHiddenByArgoCDRBACIsNotReportedGone(t *testing.T) {
 			c, err := argocd.Dial(argocd.ClientOptions{ServerAddr: stack.Addr, PlainText: true, TokenFile: tokenFile})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = c.Close() })
-			logs := &lockedBuffer{}
+			logs := &testenv.LockedBuffer{}
 			p := argocd.NewAppSetPoller(argocd.AppSetPollerOptions{Client: c, Log: slog.New(slog.NewTextHandler(logs, nil))})
 			rec := &appSetReports{observed: map[string]int{}}
 			poll := func() { require.NoError(t, p.Poll(ctx, rec)) }
