@@ -130,12 +130,17 @@ func (p *AppSetPoller) Run(ctx context.Context, sink syncmedic.Sink) error {
 // Poll lists the ApplicationSets once, reports each one's findings, and reports gone the ones of the last poll that
 // are no longer listed, unless the list may be partial: argocd-server answered before it had read them all, or the
 // account may not get every ApplicationSet (mayGetAll).
+//
+// CanI is asked before the list and again after it: RBAC may change while the list is read, and only a "yes" on
+// both sides proves the list left out nothing the account may not get (a "no" turning "yes" meanwhile would
+// otherwise pass a list still filtered by the old policy, and a "yes" turning "no" a list filtered by the new one).
 func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
+	before := p.mayGetAll(ctx)
 	sets, complete, err := listAppSets(ctx, p.o.Client, p.o.Projects, p.o.Namespace)
 	if err != nil {
 		return err
 	}
-	if complete && !p.mayGetAll(ctx) {
+	if complete && (!before || !p.mayGetAll(ctx)) {
 		complete = false
 	}
 	now := p.o.Now()

@@ -25,8 +25,10 @@ import (
 // read one by one.
 type fakeAppSets struct {
 	fakeArgo
-	sets   []v1alpha1.ApplicationSet
-	err    error
+	sets []v1alpha1.ApplicationSet
+	err  error
+	// onList runs as each list is answered (an RBAC change while the list is read).
+	onList func()
 	byName map[string]*v1alpha1.Application
 	gets   []string
 	// unsynced: answer as an argocd-server that has not read the ApplicationSets yet (no resourceVersion).
@@ -38,6 +40,9 @@ func (f *fakeAppSets) ListApplicationSets(context.Context, *applicationset.Appli
 		return nil, f.err
 	}
 	l := &v1alpha1.ApplicationSetList{Items: f.sets}
+	if f.onList != nil {
+		f.onList()
+	}
 	if !f.unsynced {
 		l.ResourceVersion = "1000" // argocd-server's informer's last resourceVersion, once it has synced
 	}
@@ -189,6 +194,25 @@ func TestAppSetPoller(t *testing.T) {
 		require.Equal(t, []string{subject}, sink.gone, "once the account may get every ApplicationSet, a list without it is proof")
 		require.Contains(t, logs.String(), "argocd applicationsets readable again")
 		require.Equal(t, []string{"applicationsets get */*"}, slices.Compact(access.asked), "only applicationsets, get is asked, on the watch's scope")
+	})
+	t.Run("an RBAC change while the list is read makes it partial, either way", func(t *testing.T) {
+		f := stalledArgo()
+		access := &cani{answers: map[string]any{"applicationsets get */*": "yes"}}
+		p := NewAppSetPoller(AppSetPollerOptions{Client: f, Access: access, Now: func() time.Time { return now }})
+		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
+		require.NoError(t, p.Poll(context.Background(), sink))
+		// The line is removed just as argocd-server answers a list that already leaves the ApplicationSet out.
+		f.sets = nil
+		f.onList = func() { access.set("applicationsets get */*", "no") }
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "a yes before the list alone proves nothing")
+		// The line comes back while argocd-server answers a list still filtered without it.
+		f.onList = func() { access.set("applicationsets get */*", "yes") }
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Empty(t, sink.gone, "a yes after the list alone proves nothing")
+		f.onList = nil
+		require.NoError(t, p.Poll(context.Background(), sink))
+		require.Equal(t, []string{subject}, sink.gone, "a list between two yeses is proof")
 	})
 	t.Run("the CanI is asked on the poller's projects and namespace", func(t *testing.T) {
 		f := stalledArgo()

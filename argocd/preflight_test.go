@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/policy"
 )
@@ -220,4 +221,33 @@ func TestWatcherReadyFollowsThePreflight(t *testing.T) {
 		require.Eventually(t, func() bool { return w.Ready() == nil }, 10*time.Second, 5*time.Millisecond)
 		require.GreaterOrEqual(t, w.Stats().Reconnects, int64(1), "the stream was re-opened to list what it could not see")
 	})
+}
+
+// A list is complete only when CanI says yes on both sides of it: the preflight before, listPartial after.
+func TestAListIsCompleteOnlyBetweenTwoYeses(t *testing.T) {
+	access := &cani{answers: map[string]any{"get shop/*": "yes"}}
+	w, err := NewWatcher(WatcherOptions{Client: &fakeArgo{version: "v2.14.21"}, Access: access, Projects: []string{"shop"},
+		Log: slog.New(slog.NewTextHandler(&testenv.LockedBuffer{}, nil))})
+	require.NoError(t, err)
+	ctx := context.Background()
+	synced := &v1alpha1.ApplicationList{}
+	synced.ResourceVersion = "1000"
+
+	require.Empty(t, w.listPartial(ctx, synced), "yes after the list (and no refusal before it): complete")
+	require.Equal(t, []string{"get shop/*"}, access.asked, "CanI asked again after the list, on the watch's scope")
+
+	access.set("get shop/*", "no") // the line was removed while the list was read
+	require.Contains(t, w.listPartial(ctx, synced), "changed, or could not be checked, after the list")
+
+	access.set("get shop/*", status.Error(codes.Unavailable, "connection refused"))
+	require.Contains(t, w.listPartial(ctx, synced), "changed, or could not be checked, after the list", "no answer proves nothing")
+
+	access.set("get shop/*", "yes")
+	require.Contains(t, w.listPartial(ctx, &v1alpha1.ApplicationList{}), "has not finished reading", "no resourceVersion")
+	w.setDenied(&AccessError{Missing: []Permission{{Action: ActionGet, Object: "shop/*"}}}) // the preflight said no
+	require.Contains(t, w.listPartial(ctx, synced), "may not get every watched application", "a yes after a no before proves nothing")
+
+	unchecked, err := NewWatcher(WatcherOptions{Client: &fakeArgo{version: "v2.14.21"}})
+	require.NoError(t, err)
+	require.Empty(t, unchecked.listPartial(ctx, synced), "without a CanI client the list is taken as complete, as the preflight does")
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
 // errAccessGranted ends a watch session whose account was refused `get` and has since been granted it, so that the
@@ -85,4 +86,22 @@ func (w *Watcher) accessDenied() error {
 	w.accessMu.Lock()
 	defer w.accessMu.Unlock()
 	return w.accessSt.denied
+}
+
+// listPartial says why list, read after this session's preflight, may leave out applications that exist, or "".
+// argocd-server leaves out of List, silently, every application the account may not get (RBAC), and every one its
+// informer has not read yet (it serves before its cache has synced; the list's resourceVersion is then empty). Such
+// a list says nothing about the applications it leaves out: the loop keeps them as they were. The preflight's yes
+// came before the list, and RBAC may change while it is read: CanI is asked once more after it, and only a yes on
+// both sides makes the list complete (without a CanI client, as for the preflight, it is taken as complete).
+func (w *Watcher) listPartial(ctx context.Context, list *v1alpha1.ApplicationList) string {
+	switch {
+	case w.accessDenied() != nil:
+		return "the account may not get every watched application (argocd-rbac-cm)"
+	case list.ResourceVersion == "":
+		return "argocd-server has not finished reading the applications (its list has no resourceVersion)"
+	case w.access != nil && CheckWatch(ctx, w.access, WatchScope(w.o.Projects, w.o.AppNamespace)) != nil:
+		return "the account's access to the watched applications changed, or could not be checked, after the list (argocd-rbac-cm)"
+	}
+	return ""
 }

@@ -307,17 +307,7 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	if err != nil {
 		return false, classify(CallList, "(all applications)", err)
 	}
-	// argocd-server leaves out of List, silently, every application the account may not get (RBAC), and every one its
-	// informer has not read yet (it serves before its cache has synced; the list's resourceVersion is then empty).
-	// Such a list says nothing about the applications it leaves out: the loop keeps them as they were.
-	partial := ""
-	switch {
-	case w.accessDenied() != nil:
-		partial = "the account may not get every watched application (argocd-rbac-cm)"
-	case list.ResourceVersion == "":
-		partial = "argocd-server has not finished reading the applications (its list has no resourceVersion)"
-	}
-	if !w.send(ctx, input{kind: inListed, apps: list.Items, partial: partial}) {
+	if !w.send(ctx, input{kind: inListed, apps: list.Items, partial: w.listPartial(ctx, list)}) {
 		return true, nil
 	}
 	w.listed.Store(true)
