@@ -118,16 +118,9 @@ func (e *AccessError) Error() string {
 // it returns a syncmedic.Permanent *AccessError naming the missing permissions and the policy lines to add; a CanI
 // call that fails returns that error (classified: a bad token is Permanent, an unreachable server is not).
 func CheckWatch(ctx context.Context, c AccountClient, scope []string) error {
-	var missing []Permission
-	for _, obj := range scope {
-		p := Permission{Action: ActionGet, Object: obj}
-		ok, err := canI(ctx, c, p)
-		if err != nil {
-			return classify(CallCanI, "(can-i "+p.String()+")", err)
-		}
-		if !ok {
-			missing = append(missing, p)
-		}
+	missing, err := missingGets(ctx, c, "", scope) // "": applications, as every Permission on them is spelled
+	if err != nil {
+		return err
 	}
 	if len(missing) > 0 {
 		return syncmedic.Permanent(&AccessError{Missing: missing})
@@ -145,8 +138,14 @@ func IsAccessDenied(err error) bool {
 // ApplicationSet List silently leaves out the ones the account may not get, as its application List does. missing
 // are the permissions answered "no"; an error is a CanI that could not be asked (classified).
 func CheckAppSets(ctx context.Context, c AccountClient, scope []string) (missing []Permission, err error) {
+	return missingGets(ctx, c, ResourceApplicationSets, scope)
+}
+
+// missingGets asks CanI for `<resource>, get` on each object of scope and returns the permissions answered "no";
+// an error is a CanI that could not be asked (classified).
+func missingGets(ctx context.Context, c AccountClient, resource string, scope []string) (missing []Permission, err error) {
 	for _, obj := range scope {
-		p := Permission{Resource: ResourceApplicationSets, Action: ActionGet, Object: obj}
+		p := Permission{Resource: resource, Action: ActionGet, Object: obj}
 		ok, err := canI(ctx, c, p)
 		if err != nil {
 			return nil, classify(CallCanI, "(can-i "+p.String()+")", err)

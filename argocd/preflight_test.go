@@ -21,8 +21,9 @@ import (
 	"github.com/syncmedic/syncmedic/policy"
 )
 
-// cani answers CanI from a table "action object" (other resources than applications: "resource action object") → answer ("yes", "no", or an error), for unit tests of the
-// message and permission logic; the end-to-end tests ask the real argocd-server.
+// cani answers CanI from a table "action object" (for other resources than applications: "resource action object")
+// → answer ("yes", "no", or an error), for unit tests of the message and permission logic; the end-to-end tests ask
+// the real argocd-server.
 type cani struct {
 	mu      sync.Mutex
 	answers map[string]any

@@ -92,11 +92,10 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 	if ac := appSetsOf(o.AppSets, o.Client); ac != nil {
 		fs, n, problem := scanAppSets(ctx, o, ac, list.Items, now)
 		findings = append(findings, fs...)
-		switch {
-		case problem != "":
+		if problem != "" {
 			problems = append(problems, problem)
 			read += ", ApplicationSets unreadable"
-		default:
+		} else {
 			read += fmt.Sprintf(", %d ApplicationSets", n)
 			if hidden := appSetsHidden(ctx, o); hidden != "" {
 				problems = append(problems, hidden)
