@@ -241,26 +241,6 @@ func (a *ArgoCDServer) ping() error {
 	return err
 }
 
-func freePorts(n int) ([]int, error) {
-	// Hold all listeners until every port is chosen, so the n ports differ.
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // addSecrets adds keys to argocd-secret.
 func (a *ArgoCDServer) addSecrets(ctx context.Context, keys map[string]string) error {
 	if len(keys) == 0 {

@@ -3,7 +3,10 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -84,6 +87,53 @@ func StartOnFreePorts(o FreePortsOptions) (PortChild, []int, error) {
 		}
 	}
 	return nil, nil, lastErr
+}
+
+// The loopback ports freePorts picks: [portsFrom, portsTo), below Linux's ephemeral range (32768–60999 by default,
+// /proc/sys/net/ipv4/ip_local_port_range), as cmd/syncmedic's tests pick serve's. The kernel hands out ephemeral ports
+// to every outgoing connection and to every listener on port 0, so one picked there and released before the child
+// binds it can go to any connection the machine opens meanwhile (kube clients, the node's containers, other tests'
+// servers); below the range only another test's pick can take it, and StartOnFreePorts starts the child again then.
+const (
+	portsFrom = 20000
+	portsTo   = 32768
+)
+
+// portPicks bounds the random picks freePorts makes for one port before it gives up.
+const portPicks = 100
+
+// freePorts returns n different loopback ports in [portsFrom, portsTo), each one a listener could bind a moment ago.
+// It holds every listener until all n are chosen, so the ports differ.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		l, err := listenBelowEphemeral()
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// listenBelowEphemeral listens on a random free loopback port in [portsFrom, portsTo).
+func listenBelowEphemeral() (net.Listener, error) {
+	var err error
+	for range portPicks {
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(portsFrom+rand.IntN(portsTo-portsFrom)))); err == nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("testenv: no free loopback port in %d-%d after %d random picks (last: %w): find what holds that range (ss -ltn)",
+		portsFrom, portsTo-1, portPicks, err)
 }
 
 // settled waits d and reports whether c is still running then.

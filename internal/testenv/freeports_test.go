@@ -3,7 +3,9 @@ package testenv
 import (
 	"errors"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,4 +196,28 @@ func TestAnArgoCDComponentsRestartReadsOnlyItsOwnLog(t *testing.T) {
 	require.Eventually(t, func() bool { return second.Output() == "serving\n" }, 5*time.Second, 20*time.Millisecond, "only this start's output: %q", second.Output())
 	require.False(t, BindFailed(second.Output()))
 	require.Contains(t, tail(logPath, 5), "address already in use", "the file keeps every start's output")
+}
+
+// TestFreePortsPicksBelowTheEphemeralRange: the ports freePorts picks differ, each is free once it returns, and all lie
+// in [portsFrom, portsTo), below this machine's ephemeral range, where the kernel gives out no port to a connection
+// or a listener on port 0 between the pick and the child's bind.
+func TestFreePortsPicksBelowTheEphemeralRange(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		low, err := strconv.Atoi(strings.Fields(string(b))[0])
+		require.NoError(t, err)
+		require.LessOrEqual(t, portsTo, low, "the picked range ends where this machine's ephemeral range starts, or below")
+	}
+	ports, err := freePorts(20)
+	require.NoError(t, err)
+	require.Len(t, ports, 20)
+	seen := map[int]bool{}
+	for _, p := range ports {
+		require.False(t, seen[p], "the ports differ: %v", ports)
+		seen[p] = true
+		require.GreaterOrEqual(t, p, portsFrom, ports)
+		require.Less(t, p, portsTo, "below the ephemeral range: %v", ports)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		require.NoError(t, err, "port %d is free once freePorts returns", p)
+		require.NoError(t, l.Close())
+	}
 }

@@ -9,16 +9,6 @@ import (
 	"time"
 )
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago. Callers retry if they lose the race.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startProcess starts cmd so that it dies with this test binary (SIGKILL on parent death) and returns a stop
 // function that sends SIGTERM, waits up to grace, then SIGKILLs; exited reports when the process ended.
 func startProcess(cmd *exec.Cmd, grace time.Duration) (stop func(), exited <-chan struct{}, err error) {
