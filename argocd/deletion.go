@@ -29,6 +29,12 @@ const (
 // preDeleteCleanup is the stage of PreDeleteFinalizer that removes the PreDelete hooks once the rest is deleted.
 const preDeleteCleanup = PreDeleteFinalizer + "/cleanup"
 
+// preDeleteStageError starts the DeletionError condition of a pass that ran the PreDelete hooks and failed (argo-cd
+// v3.6.1 controller/appcontroller.go:1406, "error executing pre-delete hooks: PreDelete hook(s) failed: ns/name"). The
+// controller writes that condition and never removes it (a pass without error clears it only in its own copy of the
+// Application, appcontroller.go:1131-1133), so it stays after the pass that removes PreDeleteFinalizer.
+const preDeleteStageError = "error executing pre-delete hooks"
+
 // The hook types Argo CD runs around an application's deletion (argo-cd controller/hook.go, unexported there;
 // gitops-engine does not know them), and Helm's names for them.
 const (
@@ -115,6 +121,12 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 	var why, errs []string
 	for _, c := range app.Status.Conditions {
 		if c.Type != v1alpha1.ApplicationConditionDeletionError {
+			continue
+		}
+		if !preDelete && strings.HasPrefix(c.Message, preDeleteStageError) {
+			// Left over: the controller removes pre-delete-finalizer only after a pass of that stage without error,
+			// and never clears the condition an earlier pass wrote. Not a reason; shown as what it is.
+			ev = append(ev, syncmedic.Evidence{Field: "condition " + c.Type + " (left from the PreDelete stage, which Argo CD has passed: pre-delete-finalizer is gone)", Value: c.Message})
 			continue
 		}
 		ev = append(ev, syncmedic.Evidence{Field: "condition " + c.Type, Value: c.Message})

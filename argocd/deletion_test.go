@@ -52,6 +52,7 @@ func TestAppDeletionStuck(t *testing.T) {
 		because    string
 		notBecause string // a wrong explanation the finding must not give
 		command    string // in the last proposed command
+		evidence   syncmedic.Evidence
 	}{
 		{name: "an app held by the resources finalizer past the threshold names the resources Argo CD waits for",
 			app: deletingApp(time.Hour, ResourcesFinalizer), want: true, because: "waits for 2 resource(s)"},
@@ -84,6 +85,15 @@ func TestAppDeletionStuck(t *testing.T) {
 		{name: "v3.6.1: a failed PreDelete hook seen live is the reason when the condition has been cleared",
 			app: preDeleting(time.Hour, ""), hooks: failedPreDeleteHook, want: true,
 			because: "a PreDelete hook failed: Argo CD deletes a failed PreDelete hook", notBecause: "waits for 2 resource(s)"},
+		{name: "v3.6.1: a PreDelete error left from a stage Argo CD has passed is not the reason: the resources it waits for are",
+			app: func() *v1alpha1.Application {
+				a := deletingApp(time.Hour, ResourcesFinalizer, PreDeleteFinalizer+"/cleanup")
+				a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionDeletionError,
+					Message: "error executing pre-delete hooks: PreDelete hook(s) failed: shop/pre-cleanup"}}
+				return a
+			}(), want: true, because: "has been deleting for 1h: Argo CD waits for 2 resource(s) to be deleted", notBecause: "PreDelete hook",
+			evidence: syncmedic.Evidence{Field: "condition DeletionError (left from the PreDelete stage, which Argo CD has passed: pre-delete-finalizer is gone)",
+				Value: "error executing pre-delete hooks: PreDelete hook(s) failed: shop/pre-cleanup"}},
 		{name: "v3.6.1: an app held only by the pre-delete finalizer is reported",
 			app: func() *v1alpha1.Application {
 				a := deletingApp(time.Hour, PreDeleteFinalizer)
@@ -124,6 +134,9 @@ func TestAppDeletionStuck(t *testing.T) {
 			require.Contains(t, f.Remedy.Commands[0], "argocd app resources argocd/shop")
 			if tt.command != "" {
 				require.Contains(t, f.Remedy.Commands[len(f.Remedy.Commands)-1], tt.command)
+			}
+			if tt.evidence.Field != "" {
+				require.Contains(t, f.Evidence, tt.evidence)
 			}
 			t.Run("the watcher's trimmed copy keeps what the rule reads", func(t *testing.T) {
 				d := decorated(tt.app)
