@@ -32,7 +32,7 @@ const preDeleteCleanup = PreDeleteFinalizer + "/cleanup"
 // preDeleteStageError starts the DeletionError condition of a pass that ran the PreDelete hooks and failed (argo-cd
 // v3.6.1 controller/appcontroller.go:1406, "error executing pre-delete hooks: PreDelete hook(s) failed: ns/name"). The
 // controller writes that condition and never removes it (a pass without error clears it only in its own copy of the
-// Application, appcontroller.go:1131-1133), so it stays after the pass that removes PreDeleteFinalizer.
+// Application, appcontroller.go:1134-1136), so it stays after the pass that removes PreDeleteFinalizer.
 const preDeleteStageError = "error executing pre-delete hooks"
 
 // The hook types Argo CD runs around an application's deletion (argo-cd controller/hook.go, unexported there;
@@ -189,7 +189,7 @@ func AppDeletionStuck(obs AppObservation, now time.Time, th Thresholds) []syncme
 
 // preDeleteFailure returns what the DeletionError condition says about failed PreDelete hooks ("PreDelete hook(s)
 // failed: ns/name", argo-cd v3.6.1 controller/hook.go:254, wrapped at controller/appcontroller.go:1406), or "". The
-// controller clears the condition on its next pass, the one that creates the hook again, so it is not always there.
+// condition is there only once a pass has seen a hook fail; the controller never removes it (preDeleteStageError).
 func preDeleteFailure(app *v1alpha1.Application) string {
 	const failed = preDeleteHook + " hook(s) failed: "
 	for _, c := range app.Status.Conditions {

@@ -27,7 +27,7 @@ func TestAppDeletionStuck(t *testing.T) {
 	// What argo-cd v3.6.1 writes while PreDelete hooks hold a deletion: the controller adds both pre-delete finalizers
 	// to an app with a PreDelete hook (controller/appcontroller.go:2133-2147); a failed hook is deleted and the error
 	// "PreDelete hook(s) failed: ns/name" (controller/hook.go:254, wrapped at appcontroller.go:1406) becomes the
-	// DeletionError condition (appcontroller.go:1125-1131) until the next pass creates the hook again.
+	// DeletionError condition (appcontroller.go:1128-1131), which the controller never removes.
 	preDeleting := func(age time.Duration, conditionMessage string) *v1alpha1.Application {
 		a := deletingApp(age, ResourcesFinalizer, PreDeleteFinalizer, PreDeleteFinalizer+"/cleanup")
 		if conditionMessage != "" {
@@ -82,7 +82,7 @@ func TestAppDeletionStuck(t *testing.T) {
 		{name: "v3.6.1: a PreDelete hook is the reason even when the controller reported another deletion error meanwhile",
 			app: preDeleting(time.Hour, `configmaps "settings" not found`), hooks: failedPreDeleteHook, want: true,
 			because: `has been deleting for 1h: a PreDelete hook failed: Argo CD deletes a failed PreDelete hook`, notBecause: "settings"},
-		{name: "v3.6.1: a failed PreDelete hook seen live is the reason when the condition has been cleared",
+		{name: "v3.6.1: a failed PreDelete hook seen live is the reason before the controller has recorded its failure",
 			app: preDeleting(time.Hour, ""), hooks: failedPreDeleteHook, want: true,
 			because: "a PreDelete hook failed: Argo CD deletes a failed PreDelete hook", notBecause: "waits for 2 resource(s)"},
 		{name: "v3.6.1: a PreDelete error left from a stage Argo CD has passed is not the reason: the resources it waits for are",
