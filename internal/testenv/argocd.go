@@ -135,7 +135,7 @@ func (a *ArgoCDServer) start() (stop func(), err error) {
 	redisClient := redis.NewClient(&redis.Options{Addr: a.Redis})
 	cacheClient := cacheutil.NewCache(cacheutil.NewRedisCache(redisClient, redisCacheLifetime, cacheutil.RedisCompressionGZip))
 	a.cache = appstatecache.NewCache(cacheClient, time.Hour)
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}

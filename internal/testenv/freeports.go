@@ -62,7 +62,7 @@ func StartOnFreePorts(o FreePortsOptions) (PortChild, []int, error) {
 		ports := o.Reserved
 		if attempt > 1 || len(ports) != o.Ports {
 			var err error
-			if ports, err = freePorts(o.Ports); err != nil {
+			if ports, err = FreePorts(o.Ports); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -89,7 +89,7 @@ func StartOnFreePorts(o FreePortsOptions) (PortChild, []int, error) {
 	return nil, nil, lastErr
 }
 
-// The loopback ports freePorts picks: [portsFrom, portsTo), below Linux's ephemeral range (32768–60999 by default,
+// The loopback ports FreePorts picks: [portsFrom, portsTo), below Linux's ephemeral range (32768–60999 by default,
 // /proc/sys/net/ipv4/ip_local_port_range), as cmd/syncmedic's tests pick serve's. The kernel hands out ephemeral ports
 // to every outgoing connection and to every listener on port 0, so one picked there and released before the child
 // binds it can go to any connection the machine opens meanwhile (kube clients, the node's containers, other tests'
@@ -99,12 +99,13 @@ const (
 	portsTo   = 32768
 )
 
-// portPicks bounds the random picks freePorts makes for one port before it gives up.
+// portPicks bounds the random picks FreePorts makes for one port before it gives up.
 const portPicks = 100
 
-// freePorts returns n different loopback ports in [portsFrom, portsTo), each one a listener could bind a moment ago.
-// It holds every listener until all n are chosen, so the ports differ.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n different loopback ports in [portsFrom, portsTo), each one a listener could bind a moment ago.
+// It holds every listener until all n are chosen, so the ports differ. A child started on them can still lose one to
+// another test's pick: StartOnFreePorts starts it again.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

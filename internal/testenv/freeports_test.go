@@ -198,7 +198,7 @@ func TestAnArgoCDComponentsRestartReadsOnlyItsOwnLog(t *testing.T) {
 	require.Contains(t, tail(logPath, 5), "address already in use", "the file keeps every start's output")
 }
 
-// TestFreePortsPicksBelowTheEphemeralRange: the ports freePorts picks differ, each is free once it returns, and all lie
+// TestFreePortsPicksBelowTheEphemeralRange: the ports FreePorts picks differ, each is free once it returns, and all lie
 // in [portsFrom, portsTo), below this machine's ephemeral range, where the kernel gives out no port to a connection
 // or a listener on port 0 between the pick and the child's bind.
 func TestFreePortsPicksBelowTheEphemeralRange(t *testing.T) {
@@ -207,7 +207,7 @@ func TestFreePortsPicksBelowTheEphemeralRange(t *testing.T) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, portsTo, low, "the picked range ends where this machine's ephemeral range starts, or below")
 	}
-	ports, err := freePorts(20)
+	ports, err := FreePorts(20)
 	require.NoError(t, err)
 	require.Len(t, ports, 20)
 	seen := map[int]bool{}
@@ -217,7 +217,7 @@ func TestFreePortsPicksBelowTheEphemeralRange(t *testing.T) {
 		require.GreaterOrEqual(t, p, portsFrom, ports)
 		require.Less(t, p, portsTo, "below the ephemeral range: %v", ports)
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		require.NoError(t, err, "port %d is free once freePorts returns", p)
+		require.NoError(t, err, "port %d is free once FreePorts returns", p)
 		require.NoError(t, l.Close())
 	}
 }

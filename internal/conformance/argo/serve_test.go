@@ -260,10 +260,9 @@ func startServeDaemonAt(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, 
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 		return p
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testenv.FreePorts(1)
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	args := []string{"serve", "--listen", addr, "--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-watch=false",
 		"--argocd-server", server, "--argocd-plaintext", "--argocd-token-file", write("argocd-token", token),
