@@ -40,13 +40,17 @@ var leakChart = map[string]string{
 	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak\ndata:\n  leaked: {{ .Values.leaked | default \"none\" | quote }}\n",
 }
 
-// confinementRepo writes base/outside/secret.yaml beside a repository base/repo holding the apps the cases use, and
+// confinementRepo writes base/outside/secret.yaml and a kustomization base/outside-base beside a repository base/repo holding the apps the cases use, and
 // returns base, the repository and the secret's absolute path.
 func confinementRepo(t *testing.T) (base, repo, secret string) {
 	t.Helper()
 	base = t.TempDir()
 	repo = filepath.Join(base, "repo")
-	writeFiles(t, base, map[string]string{"outside/secret.yaml": "leaked: " + secretValue + "\n"})
+	writeFiles(t, base, map[string]string{
+		"outside/secret.yaml":             "leaked: " + secretValue + "\n",
+		"outside-base/kustomization.yaml": "resources:\n  - secret.yaml\n",
+		"outside-base/secret.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leaked\ndata:\n  leaked: " + secretValue + "\n",
+	})
 	for rel, content := range leakChart {
 		writeFiles(t, repo, map[string]string{filepath.Join("apps", "chart", rel): content})
 	}
@@ -156,7 +160,7 @@ func TestPluginReadsNothingOutsideTheRepository(t *testing.T) {
 			{"an http resource", url, fmt.Sprintf("kustomization.yaml: resources entry %q is remote: kustomize resources, bases and files must be inside the repository", url), optIn},
 			{"a git base", "github.com/example/deploy//base?ref=v1", `kustomization.yaml: resources entry "github.com/example/deploy//base?ref=v1" is remote`, optIn},
 			{"an ssh git base", "git@github.com:example/deploy.git", `kustomization.yaml: resources entry "git@github.com:example/deploy.git" is remote`, optIn},
-			{"a base outside the repository", climb(filepath.Join(repo, "..", "outside")), "is outside the repository: kustomize reads only files inside the repository", ""},
+			{"a base outside the repository", climb(filepath.Join(repo, "..", "outside-base")), "is outside the repository: kustomize reads only files inside the repository", ""},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -168,6 +172,7 @@ func TestPluginReadsNothingOutsideTheRepository(t *testing.T) {
 				require.Error(t, err, "rendered: %v", got)
 				require.Contains(t, err.Error(), tt.wantErr)
 				require.Contains(t, err.Error(), tt.hint)
+				require.NotContains(t, err.Error(), secretValue)
 				require.Zero(t, hits.Load(), "the remote resource was requested")
 			})
 		}
