@@ -179,6 +179,7 @@ func TestPluginReadsNothingOutsideTheRepository(t *testing.T) {
 
 		t.Run("kustomize-allow-remote=true opts in", func(t *testing.T) {
 			writeFiles(t, dir, map[string]string{
+				"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
 				"kustomization.yaml": fmt.Sprintf("resources:\n  - cm.yaml\n  - %s\n", url),
 			})
 			got, err := cmpSrv.Generate(t, dir, env("PARAM_KUSTOMIZE_ALLOW_REMOTE", "true"))
@@ -186,6 +187,31 @@ func TestPluginReadsNothingOutsideTheRepository(t *testing.T) {
 			require.Len(t, got, 2)
 			require.Contains(t, strings.Join(got, "\n"), `"name":"fetched"`)
 			require.EqualValues(t, 1, hits.Load())
+		})
+
+		t.Run("kustomize-allow-remote=true opts in to git bases too", func(t *testing.T) {
+			gitRepo := t.TempDir()
+			writeFiles(t, gitRepo, map[string]string{
+				"base/kustomization.yaml": "resources:\n  - cm.yaml\n",
+				"base/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cloned\n",
+			})
+			for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "base"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = gitRepo
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "git %v: %s", args, out)
+			}
+			entry := "file://" + gitRepo + "//base?ref=main"
+			writeFiles(t, dir, map[string]string{
+				"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+				"kustomization.yaml": fmt.Sprintf("resources:\n  - cm.yaml\n  - %s\n", entry),
+			})
+			_, err := cmpSrv.Generate(t, dir, env())
+			require.ErrorContains(t, err, fmt.Sprintf("resources entry %q is remote", entry))
+			got, err := cmpSrv.Generate(t, dir, env("PARAM_KUSTOMIZE_ALLOW_REMOTE", "true"))
+			require.NoError(t, err)
+			require.Len(t, got, 2)
+			require.Contains(t, strings.Join(got, "\n"), `"name":"cloned"`)
 		})
 	})
 

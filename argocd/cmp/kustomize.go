@@ -15,14 +15,17 @@ import (
 
 // renderKustomize runs kustomize (krusty, the library behind `kustomize build`) on the directory, reading through a
 // filesystem confined to the repository root. Remote resources and bases are refused before kustomize sees them
-// unless p.KustomizeAllowRemote opts in.
+// unless p.KustomizeAllowRemote opts in; then kustomize fetches them itself (its git clones are readable too), within
+// the render deadline.
 func renderKustomize(root *repofs.Root, dir string, p Params) ([]Doc, error) {
+	fsys := root.RemoteFileSystem()
 	if !p.KustomizeAllowRemote {
 		if err := refuseRemote(root, dir, map[string]bool{}); err != nil {
 			return nil, err
 		}
+		fsys = root.FileSystem()
 	}
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(root.FileSystem(), dir)
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, dir)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -20,9 +21,21 @@ func (r *Root) FileSystem() filesys.FileSystem {
 	return confined{root: r, disk: filesys.MakeFsOnDisk()}
 }
 
+// RemoteFileSystem is FileSystem that also reads the directories kustomize clones remote bases into
+// (filesys.NewTmpConfirmedDir: <temp dir>/kustomize-*), for apps that opted in to remote bases.
+func (r *Root) RemoteFileSystem() filesys.FileSystem {
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		tmp = os.TempDir()
+	}
+	return confined{root: r, disk: filesys.MakeFsOnDisk(), clones: tmp}
+}
+
 type confined struct {
 	root *Root
 	disk filesys.FileSystem
+	// clones, when set, is the real temporary directory whose kustomize-* directories are readable too.
+	clones string
 }
 
 var _ filesys.FileSystem = confined{}
@@ -34,17 +47,46 @@ func (c confined) check(path string) (string, error) {
 		return "", err
 	}
 	real, err := c.root.ResolvePath(abs)
+	if err != nil && c.clones != "" && (errors.Is(err, ErrOutside) || errors.Is(err, ErrSymlinkOut)) {
+		if clone, ok := c.inClone(abs); ok {
+			real, err = clone, nil
+		}
+	}
 	if err != nil {
 		return "", &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	return real, nil
 }
 
+// inClone returns abs with its symbolic links resolved when that is inside a kustomize clone directory.
+func (c confined) inClone(abs string) (string, bool) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(c.clones, real)
+	if err != nil {
+		return "", false
+	}
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	return real, strings.HasPrefix(first, "kustomize-")
+}
+
 func (c confined) Create(path string) (filesys.File, error) { return nil, c.refuse(path) }
 func (c confined) Mkdir(path string) error                  { return c.refuse(path) }
 func (c confined) MkdirAll(path string) error               { return c.refuse(path) }
-func (c confined) RemoveAll(path string) error              { return c.refuse(path) }
-func (c confined) WriteFile(path string, _ []byte) error    { return c.refuse(path) }
+
+func (c confined) WriteFile(path string, _ []byte) error { return c.refuse(path) }
+
+// RemoveAll removes only a kustomize clone directory (kustomize's cleanup of a remote base), nothing in the repository.
+func (c confined) RemoveAll(path string) error {
+	if abs, err := filepath.Abs(path); err == nil && c.clones != "" {
+		if real, ok := c.inClone(abs); ok {
+			return os.RemoveAll(real)
+		}
+	}
+	return c.refuse(path)
+}
 
 func (c confined) refuse(path string) error {
 	return &fs.PathError{Op: "write", Path: path, Err: errReadOnly}
