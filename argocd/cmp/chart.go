@@ -21,8 +21,8 @@ import (
 	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 )
 
-// Limits on what a chart may make the plugin read, decompress and parse (Helm 3.18.5's limits, which fix
-// CVE-2025-32386 and CVE-2025-32387 in Helm itself).
+// Limits on what a chart may make the plugin read, decompress and parse: Helm 3.18.5 added such limits to fix
+// CVE-2025-32386 and CVE-2025-32387; they are checked here too, before Helm's loader sees the bytes.
 const (
 	// MaxChartSize is the most a chart may hold: its files plus everything its subchart archives (charts/*.tgz, nested
 	// ones too) decompress to. Each file, in the directory or in an archive, is also limited to repofs.MaxFileSize.
