@@ -24,7 +24,7 @@ type helmRelease struct {
 
 // loadHelm loads the chart in dir and computes its values the way `helm template --include-crds` does (and so the way
 // Argo CD does): the steps of Helm's client-only install (helm.sh/helm/v3/pkg/action: Install.RunWithContext and
-// Configuration.renderResources, v3.16) up to the engine. It calls Helm's chartutil directly rather than pkg/action,
+// Configuration.renderResources, v3.18) up to the engine. It calls Helm's chartutil directly rather than pkg/action,
 // whose release storage (SQL drivers) and OCI registry client (oras, containerd, docker) a render never uses but the
 // binary would carry. Every file is read inside root (see loadChart and helmValues).
 func loadHelm(root *repofs.Root, dir string, p Params) (*helmRelease, error) {
