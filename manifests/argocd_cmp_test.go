@@ -140,7 +140,7 @@ func TestArgoCDComponent(t *testing.T) {
 		for _, p := range cfg.Spec.Parameters.Static {
 			names = append(names, p.Name)
 		}
-		require.Equal(t, []string{"strict", "fix", "annotate", "values", "values-files", "set", "release-name", "recurse"}, names)
+		require.Equal(t, []string{"strict", "fix", "annotate", "values", "values-files", "set", "release-name", "recurse", "kustomize-allow-remote"}, names)
 	})
 
 	t.Run("the account and policy are added without replacing the user's", func(t *testing.T) {

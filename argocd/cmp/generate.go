@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 	"github.com/syncmedic/syncmedic/internal/argoapi/synchook"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -39,11 +40,12 @@ func (e *StrictError) Error() string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// Generate renders dir, lints the objects, applies the fixes p enables, and — unless p.Strict finds hazards left —
+// Generate renders dir, a directory inside root (reading nothing outside it), lints the objects, applies the fixes p enables, and — unless p.Strict finds hazards left —
 // writes the manifests to stdout (unchanged unless a fix or the hazards annotation applies) and the lint report to
 // stderr. In strict mode with hazards left it writes nothing and returns a *StrictError.
-func Generate(ctx context.Context, dir string, p Params, stdout, stderr io.Writer) (Result, error) {
-	src, docs, err := Render(ctx, dir, p)
+func Generate(ctx context.Context, root *repofs.Root, dir string, p Params, stdout, stderr io.Writer) (Result, error) {
+	r, err := render(ctx, root, dir, p)
+	src, docs := r.source, r.docs
 	if err != nil {
 		return Result{Source: src}, err
 	}
@@ -51,10 +53,11 @@ func Generate(ctx context.Context, dir string, p Params, stdout, stderr io.Write
 		return Result{Source: src}, err
 	}
 	opts := LintOptions{AppNamespace: p.AppNamespace}
-	if src == SourceHelm && hasHookJob(docs) {
-		// Render again: a hook Job whose pod template differs between two renders of the same input changes on
-		// every sync. The first render succeeded, so an error here is not expected and only skips the check.
-		if _, again, err := Render(ctx, dir, p); err == nil && Parse(again) == nil {
+	if r.again != nil && hasHookJob(docs) {
+		// Run the templates again on the chart and values already read: a hook Job whose pod template differs
+		// between two renders of the same input changes on every sync. The first render succeeded, so an error here
+		// (the deadline) only skips the check.
+		if again, err := r.again(ctx); err == nil && Parse(again) == nil {
 			opts.ChangingTemplates = changingTemplates(docs, again)
 		}
 	}

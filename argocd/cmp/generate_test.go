@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -39,7 +41,7 @@ type run struct {
 func generate(t *testing.T, dir string, p Params) run {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	res, err := Generate(context.Background(), dir, p, &out, &errOut)
+	res, err := Generate(context.Background(), testRoot(t, dir), dir, p, &out, &errOut)
 	return run{stdout: out.String(), stderr: errOut.String(), res: res, err: err}
 }
 
@@ -54,6 +56,14 @@ func golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "run go test -update to create the golden file")
 	require.Equal(t, string(want), got)
+}
+
+// testRoot returns the repository dir is in, as the generate command finds it outside the cmp-server.
+func testRoot(t *testing.T, dir string) *repofs.Root {
+	t.Helper()
+	root, err := repofs.Find(dir, nil)
+	require.NoError(t, err)
+	return root
 }
 
 func readFile(t *testing.T, path string) string {
@@ -159,7 +169,7 @@ func TestLintReportsEachHazard(t *testing.T) {
 			require.NoError(t, r.err)
 			require.Equal(t, tt.want, hazardList(r.res.Hazards))
 			golden(t, tt.dir+".stderr", r.stderr)
-			src, docs, err := Render(context.Background(), app(tt.dir), params(tt.ns))
+			src, docs, err := Render(context.Background(), testRoot(t, app(tt.dir)), app(tt.dir), params(tt.ns))
 			require.NoError(t, err)
 			if src != SourceHelm { // a chart with randAlphaNum renders differently every time
 				require.Equal(t, string(JoinStream(docs)), r.stdout, "lint alone must not change the manifests")
@@ -258,7 +268,7 @@ func TestGenerateErrors(t *testing.T) {
 		{"invalid YAML names the file", map[string]string{"bad.yaml": "kind: [unclosed\n"}, params("x"), "document 1 (bad.yaml)"},
 		{"an object without a kind is an error", map[string]string{"a.yaml": "metadata:\n  name: x\n"}, params("x"), "object has no kind"},
 		{"a values file outside the app is refused", map[string]string{"Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n"},
-			params("x", "PARAM_VALUES_FILES=/etc/passwd"), "must be a path relative to the app directory"},
+			params("x", "PARAM_VALUES_FILES=/etc/passwd"), `parameter values-files: "/etc/passwd" is an absolute path: values files must be regular files inside the repository`},
 		{"a chart without a release name is refused", map[string]string{"Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n"},
 			Params{}, "no release name"},
 	}

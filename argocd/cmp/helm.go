@@ -3,27 +3,32 @@ package cmp
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	"sigs.k8s.io/yaml"
+
+	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 )
 
-// renderHelm renders the chart in dir the way `helm template --include-crds` does (and so the way Argo CD does):
-// the steps of Helm's client-only install (helm.sh/helm/v3/pkg/action: Install.RunWithContext and
-// Configuration.renderResources, v3.16), then each hook under a "# Source:" comment. It calls Helm's chartutil,
-// engine and releaseutil directly rather than pkg/action, whose release storage (SQL drivers) and OCI registry
-// client (oras, containerd, docker) a render never uses but the binary would carry.
-func renderHelm(_ context.Context, dir string, p Params) ([]Doc, error) {
-	ch, err := loader.Load(dir)
+// helmRelease is a chart loaded from the repository with its values computed: everything a render needs, read once.
+type helmRelease struct {
+	chart  *chart.Chart
+	values chartutil.Values
+}
+
+// loadHelm loads the chart in dir and computes its values the way `helm template --include-crds` does (and so the way
+// Argo CD does): the steps of Helm's client-only install (helm.sh/helm/v3/pkg/action: Install.RunWithContext and
+// Configuration.renderResources, v3.18) up to the engine. It calls Helm's chartutil directly rather than pkg/action,
+// whose release storage (SQL drivers) and OCI registry client (oras, containerd, docker) a render never uses but the
+// binary would carry. Every file is read inside root (see loadChart and helmValues).
+func loadHelm(root *repofs.Root, dir string, p Params) (*helmRelease, error) {
+	ch, err := loadChart(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +37,7 @@ func renderHelm(_ context.Context, dir string, p Params) ([]Doc, error) {
 			return nil, fmt.Errorf("%w (vendor the dependencies into charts/, or run `helm dependency build` in the plugin's init command)", err)
 		}
 	}
-	vals, err := helmValues(dir, p)
+	vals, err := helmValues(root, dir, p)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +75,18 @@ func renderHelm(_ context.Context, dir string, p Params) ([]Doc, error) {
 	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
 	}
-	var e engine.Engine
-	files, err := e.Render(ch, values)
+	return &helmRelease{chart: ch, values: values}, nil
+}
+
+// render runs Helm's template engine, then writes the CRDs, the manifests and each hook under a "# Source:" comment.
+// The engine takes no context: it runs in its own goroutine and render returns when ctx ends, with an error naming
+// the deadline; the engine goroutine is then abandoned to finish or to end with the process (the generate command
+// exits on the error).
+func (h *helmRelease) render(ctx context.Context) ([]Doc, error) {
+	files, err := untilDone(ctx, "helm template", func() (map[string]string, error) {
+		var e engine.Engine
+		return e.Render(h.chart, h.values)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +100,7 @@ func renderHelm(_ context.Context, dir string, p Params) ([]Doc, error) {
 		return nil, err
 	}
 	var b strings.Builder
-	for _, crd := range ch.CRDObjects() { // --include-crds: first, as Helm writes them
+	for _, crd := range h.chart.CRDObjects() { // --include-crds: first, as Helm writes them
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
 	}
 	for _, m := range manifests {
@@ -117,15 +132,14 @@ outer:
 }
 
 // helmValues merges, in this order, the values files, the inline values and the set overrides.
-func helmValues(dir string, p Params) (map[string]interface{}, error) {
+// Each values file must be a regular file inside the repository (see repofs.Root.Resolve), of at most
+// repofs.MaxFileSize bytes.
+func helmValues(root *repofs.Root, dir string, p Params) (map[string]interface{}, error) {
 	base := map[string]interface{}{}
 	for _, f := range p.ValuesFiles {
-		if filepath.IsAbs(f) || strings.Contains(f, "://") {
-			return nil, fmt.Errorf("parameter %s: %q must be a path relative to the app directory", ParamValuesFiles, f)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		b, err := readValuesFile(root, dir, f)
 		if err != nil {
-			return nil, fmt.Errorf("parameter %s: %w", ParamValuesFiles, err)
+			return nil, err
 		}
 		cur := map[string]interface{}{}
 		if err := yaml.Unmarshal(b, &cur); err != nil {
@@ -151,6 +165,20 @@ func helmValues(dir string, p Params) (map[string]interface{}, error) {
 		}
 	}
 	return base, nil
+}
+
+// readValuesFile reads the values file f, a path relative to the app directory dir.
+func readValuesFile(root *repofs.Root, dir, f string) ([]byte, error) {
+	real, err := root.Resolve(dir, f)
+	var b []byte
+	if err == nil {
+		b, err = root.ReadFile(real)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s: %q %w: values files must be regular files inside the repository, "+
+			"named relative to the app directory, of at most %d MiB", ParamValuesFiles, f, err, repofs.MaxFileSize>>20)
+	}
+	return b, nil
 }
 
 // mergeMaps merges b into a the way Helm merges values files (helm.sh/helm/v3/pkg/cli/values).

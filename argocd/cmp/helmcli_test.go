@@ -12,7 +12,7 @@ import (
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
-// renderHelm makes the calls of Helm's client-only install itself (without helm's pkg/action): its output must stay
+// loadHelm and render make the calls of Helm's client-only install itself (without helm's pkg/action): its output must stay
 // what the real helm CLI prints for `helm template --include-crds`, document for document, CRDs, install order,
 // hooks, values, --set, --kube-version and --api-versions included.
 func TestHelmRenderingIsWhatTheHelmCLIPrints(t *testing.T) {
@@ -40,7 +40,9 @@ func TestHelmRenderingIsWhatTheHelmCLIPrints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := params("shop", tt.env...)
-			docs, err := renderHelm(context.Background(), tt.dir, p)
+			h, err := loadHelm(testRoot(t, tt.dir), tt.dir, p)
+			require.NoError(t, err)
+			docs, err := h.render(context.Background())
 			require.NoError(t, err)
 
 			args := []string{"template", "shop", tt.dir, "--include-crds", "--namespace", "shop"}

@@ -28,6 +28,9 @@ const (
 	ParamSet         = "set"          // Helm: a map of --set style key=value overrides (only via ARGOCD_APP_PARAMETERS)
 	ParamReleaseName = "release-name" // Helm: release name (default: ARGOCD_APP_NAME)
 	ParamRecurse     = "recurse"      // plain directory: "true" to include subdirectories
+	// ParamKustomizeAllowRemote "true" lets kustomize fetch remote resources and bases (http(s) files, git
+	// repositories), which are refused otherwise; the render deadline bounds the fetches.
+	ParamKustomizeAllowRemote = "kustomize-allow-remote"
 )
 
 // Fix names an opt-in fix.
@@ -53,6 +56,8 @@ type Params struct {
 	Annotate     bool
 	Fixes        map[Fix]bool
 	Recurse      bool
+	// KustomizeAllowRemote lets kustomize fetch remote resources and bases.
+	KustomizeAllowRemote bool
 	// Helm only.
 	ReleaseName string
 	Values      string
@@ -100,7 +105,7 @@ func ParseParams(environ []string) (Params, error) {
 	for _, setter := range []struct {
 		name string
 		dst  *bool
-	}{{ParamStrict, &p.Strict}, {ParamAnnotate, &p.Annotate}, {ParamRecurse, &p.Recurse}} {
+	}{{ParamStrict, &p.Strict}, {ParamAnnotate, &p.Annotate}, {ParamRecurse, &p.Recurse}, {ParamKustomizeAllowRemote, &p.KustomizeAllowRemote}} {
 		if *setter.dst, err = boolParam(params, setter.name); err != nil {
 			return Params{}, err
 		}
@@ -144,7 +149,7 @@ func collectParams(env map[string]string) (map[string]param, error) {
 		}
 		return out, nil
 	}
-	for _, name := range []string{ParamStrict, ParamFix, ParamAnnotate, ParamValues, ParamValuesFiles, ParamReleaseName, ParamRecurse} {
+	for _, name := range []string{ParamStrict, ParamFix, ParamAnnotate, ParamValues, ParamValuesFiles, ParamReleaseName, ParamRecurse, ParamKustomizeAllowRemote} {
 		base := "PARAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 		var x param
 		if v, ok := env[base]; ok {

@@ -3,6 +3,7 @@ package cmp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,8 +12,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/konfig"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 )
 
 // SourceType is how an app directory is rendered.
@@ -44,49 +45,74 @@ func fileExists(path string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// Render renders dir. The documents' bytes are exactly what the renderer produced; joined they are the stream the
-// plugin prints when no fix applies.
-func Render(ctx context.Context, dir string, p Params) (SourceType, []Doc, error) {
-	t := Detect(dir)
-	var docs []Doc
-	var err error
-	switch t {
-	case SourceHelm:
-		docs, err = renderHelm(ctx, dir, p)
-	case SourceKustomize:
-		docs, err = renderKustomize(dir)
-	default:
-		docs, err = renderDirectory(dir, p.Recurse)
-	}
-	if err != nil {
-		return t, nil, fmt.Errorf("render %s: %w", strings.ToLower(string(t)), err)
-	}
-	return t, docs, nil
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
-// renderKustomize runs kustomize (krusty, the library behind `kustomize build`) on the on-disk directory.
-func renderKustomize(dir string) ([]Doc, error) {
-	abs, err := filepath.Abs(dir)
+// Render renders dir, a directory inside root, reading only files inside root. The documents' bytes are exactly what
+// the renderer produced; joined they are the stream the plugin prints when no fix applies. Rendering stops with an
+// error when ctx ends.
+func Render(ctx context.Context, root *repofs.Root, dir string, p Params) (SourceType, []Doc, error) {
+	r, err := render(ctx, root, dir, p)
+	return r.source, r.docs, err
+}
+
+// rendering is what render produced; again, set for Helm, runs the chart's templates once more on the chart and
+// values already read.
+type rendering struct {
+	source SourceType
+	docs   []Doc
+	again  func(context.Context) ([]Doc, error)
+}
+
+func render(ctx context.Context, root *repofs.Root, dir string, p Params) (rendering, error) {
+	real, err := root.ResolvePath(dir)
 	if err != nil {
-		return nil, err
+		return rendering{source: SourceDirectory}, fmt.Errorf("app directory %s %w", dir, err)
 	}
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), abs)
+	r := rendering{source: Detect(real)}
+	switch r.source {
+	case SourceHelm:
+		var h *helmRelease
+		if h, err = loadHelm(root, real, p); err == nil {
+			r.again = h.render
+			r.docs, err = h.render(ctx)
+		}
+	case SourceKustomize:
+		r.docs, err = untilDone(ctx, "kustomize build", func() ([]Doc, error) { return renderKustomize(root, real, p) })
+	default:
+		r.docs, err = renderDirectory(root, real, p.Recurse)
+	}
 	if err != nil {
-		return nil, err
+		return rendering{source: r.source}, fmt.Errorf("render %s: %w", strings.ToLower(string(r.source)), err)
 	}
-	var docs []Doc
-	for i, res := range m.Resources() {
-		out, err := res.AsYAML()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", res.CurId(), err)
-		}
-		if i > 0 {
-			out = append([]byte("---\n"), out...) // exactly resmap.AsYaml's separator
-		}
-		docs = append(docs, Doc{Raw: out})
+	return r, nil
+}
+
+// untilDone returns what f returns, or an error when ctx ends first. f keeps running then (Helm's engine and
+// kustomize take no context); the caller is expected to give up on the render, as the generate command does by
+// exiting.
+func untilDone[T any](ctx context.Context, what string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
 	}
-	return docs, nil
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, fmt.Errorf("%s did not finish within the render deadline: %w", what, ctx.Err())
+		}
+		return zero, fmt.Errorf("%s: %w", what, ctx.Err())
+	}
 }
 
 // manifestExts are the files Argo CD's directory source reads.
@@ -94,7 +120,8 @@ var manifestExts = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 
 // renderDirectory concatenates the manifest files of dir in lexical order, each file's bytes unchanged, with a
 // "---" line between files where the next file does not start with one.
-func renderDirectory(dir string, recurse bool) ([]Doc, error) {
+// Each file is read through root (regular files only, at most repofs.MaxFileSize each).
+func renderDirectory(root *repofs.Root, dir string, recurse bool) ([]Doc, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -117,9 +144,9 @@ func renderDirectory(dir string, recurse bool) ([]Doc, error) {
 	sort.Strings(files)
 	var docs []Doc
 	for _, path := range files {
-		b, err := os.ReadFile(path)
+		b, err := root.ReadFile(path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %w", path, err)
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/syncmedic/syncmedic/argocd/cmp"
+	"github.com/syncmedic/syncmedic/argocd/cmp/repofs"
 )
 
 func init() { subcommands = append(subcommands, newCMPCommand) }
@@ -23,26 +26,52 @@ func newCMPCommand() *cobra.Command {
 			"directory it runs in (plain YAML/JSON, kustomize or a Helm chart), prints the manifests unchanged unless an\n" +
 			"opt-in fix applies, and reports hook and webhook hazards on stderr. Parameters come from Argo CD:\n" +
 			"ARGOCD_APP_NAME, ARGOCD_APP_NAMESPACE, ARGOCD_APP_PARAMETERS and PARAM_STRICT, PARAM_FIX, PARAM_ANNOTATE,\n" +
-			"PARAM_VALUES, PARAM_VALUES_FILES, PARAM_RELEASE_NAME, PARAM_RECURSE.",
+			"PARAM_VALUES, PARAM_VALUES_FILES, PARAM_RELEASE_NAME, PARAM_RECURSE, PARAM_KUSTOMIZE_ALLOW_REMOTE.",
 	}
 	c.AddCommand(newCMPGenerateCommand(), newCMPLintCommand())
 	return c
 }
 
+// defaultRenderTimeout stays below Argo CD's 60 s repo-server timeout, so that Argo CD shows the plugin's own error.
+const defaultRenderTimeout = 45 * time.Second
+
 func newCMPGenerateCommand() *cobra.Command {
-	return &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Render the app in the current directory, lint it, and print the manifests (the CMP generate command)",
-		Args:  cobra.NoArgs,
+		Long: "Render the app in the current directory, lint it, and print the manifests (the CMP generate command).\n" +
+			"It reads only regular files inside the repository the cmp-server unpacked (values files, chart and\n" +
+			"kustomize files; symbolic links resolved; 8 MiB per file), refuses kustomize remote resources and bases\n" +
+			"unless the parameter kustomize-allow-remote is true, and stops at the render timeout.",
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if timeout <= 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--render-timeout %s: must be positive, e.g. 45s", timeout)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := cmp.ParseParams(os.Environ())
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			_, err = cmp.Generate(cmd.Context(), ".", p, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			root, err := repofs.Find(".", os.Environ())
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			_, err = cmp.Generate(ctx, root, ".", p, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return cmpExit(err)
 		},
 	}
+	cmd.Flags().DurationVar(&timeout, "render-timeout", defaultRenderTimeout, "how long rendering (helm templates, kustomize build) may take before the command fails")
+	documentEnv(cmd)
+	return cmd
 }
 
 // cmpExit maps a cmp error to an exit code: 1 for hazards left in strict mode, 3 for a render that failed.
@@ -134,7 +163,11 @@ func runCMPLint(cmd *cobra.Command, dir string, o *cmpLintOptions) error {
 		}
 		p.Set[k] = v
 	}
-	res, err := cmp.Generate(cmd.Context(), abs, p, io.Discard, io.Discard)
+	root, err := repofs.Find(abs, os.Environ())
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	res, err := cmp.Generate(cmd.Context(), root, abs, p, io.Discard, io.Discard)
 	if err != nil {
 		return cmpExit(err)
 	}
