@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// fluxTokenArgs is --flux-hmac-token-file with a token of the test's: serve refuses to run its Flux receiver
+// without one.
+func fluxTokenArgs(t *testing.T) []string {
+	t.Helper()
+	return []string{"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", "flux-hmac-token-of-"+t.Name())}
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -72,8 +80,8 @@ func TestServeWithoutAClusterRunsOnlyTheReceiver(t *testing.T) {
 	var out, errb testenv.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--log-format", "text", "--state-file", stateFile,
-			"--slack-token-file", tokenFile, "--slack-channel", "#incidents"}, &out, &errb)
+		done <- run(ctx, append([]string{"serve", "--log-format", "text", "--state-file", stateFile,
+			"--slack-token-file", tokenFile, "--slack-channel", "#incidents"}, fluxTokenArgs(t)...), &out, &errb)
 	}()
 	base := "http://" + addr
 	require.Eventually(t, func() bool { code, _ := get(base + "/healthz"); return code == http.StatusOK }, 10*time.Second, 20*time.Millisecond, errb.String())
@@ -116,12 +124,34 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			args := append([]string{"serve", "--listen", freeAddr(t)}, tc.args...)
+			args := append(append([]string{"serve", "--listen", freeAddr(t)}, fluxTokenArgs(t)...), tc.args...)
 			code := run(context.Background(), args, &out, &errb)
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errb.String(), tc.want)
 		})
 	}
+}
+
+// TestServeRefusesAFluxReceiverWithoutAnHMACToken: without --flux-hmac-token-file serve exits 2 naming the flag, the
+// Secret and the Provider, and starts with the test-only opt-out.
+func TestServeRefusesAFluxReceiverWithoutAnHMACToken(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var out, errb testenv.LockedBuffer
+	code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--state-file", filepath.Join(t.TempDir(), "state.json")}, &out, &errb)
+	require.Equal(t, exitUsage, code, errb.String())
+	require.Contains(t, errb.String(), "flux: --flux-hmac-token-file is required: the Flux receiver (POST /flux/events) accepts only events signed by a generic-hmac Provider.")
+	require.Contains(t, errb.String(), "the Secret syncmedic-flux-hmac (key token) in flux-system, apply manifests/flux (a generic-hmac Provider with secretRef syncmedic-flux-hmac")
+	require.Contains(t, errb.String(), "--flux-receiver-insecure-no-signature runs without it, for tests only")
+
+	srv := startServe(t, "--flux-receiver-insecure-no-signature", "--state-file", filepath.Join(t.TempDir(), "state.json"))
+	require.Contains(t, srv.Logs.String(), "--flux-receiver-insecure-no-signature: Flux events are accepted without a signature")
+	req, err := http.NewRequest(http.MethodPost, srv.Base+"/flux/events", strings.NewReader(
+		`{"involvedObject":{"kind":"HelmRelease","namespace":"apps","name":"redis"},"severity":"info"}`))
+	require.NoError(t, err)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode, "the opt-out accepts an unsigned event")
 }
 
 func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
@@ -165,9 +195,12 @@ type runningServe struct {
 
 // startServeOn runs `serve --listen addr --log-format text args...` without in-cluster settings or
 // ARGOCD_AUTH_TOKEN from the environment, until the test ends (when it must stop within 15 s), and returns once
-// /healthz answers.
+// /healthz answers. Unless args name --flux-hmac-token-file or its opt-out, the Flux receiver gets fluxTokenArgs.
 func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 	t.Helper()
+	if !slices.Contains(args, "--flux-hmac-token-file") && !slices.Contains(args, "--flux-receiver-insecure-no-signature") {
+		args = append(fluxTokenArgs(t), args...)
+	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
 	s := &runningServe{Base: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
