@@ -154,6 +154,39 @@ func TestServeRefusesAFluxReceiverWithoutAnHMACToken(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.StatusCode, "the opt-out accepts an unsigned event")
 }
 
+// TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr: with --metrics-addr, /metrics, /healthz and /readyz are
+// served there and nowhere else, and the receivers and the incident API only on --listen, so a NetworkPolicy can
+// admit Prometheus to the one and not the other.
+func TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr(t *testing.T) {
+	const hmacToken = "metrics-addr-hmac-token"
+	metricsAddr := freeAddr(t)
+	srv := startServe(t, "--metrics-addr", metricsAddr, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken), "--api-token-file", writeFile(t, "api-token", "api-token-of-the-metrics-test"))
+	require.Equal(t, "http://"+metricsAddr, srv.Metrics)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		code, body := get(srv.Metrics + path)
+		require.Equal(t, http.StatusOK, code, "%s on --metrics-addr: %s", path, body)
+		code, body = get(srv.Base + path)
+		require.Equal(t, http.StatusNotFound, code, "%s on --listen: %s", path, body)
+	}
+	_, metrics := get(srv.Metrics + "/metrics")
+	require.Contains(t, metrics, "syncmedic_build_info")
+
+	require.Equal(t, http.StatusAccepted, postFluxEvent(t, srv.Base, hmacToken), "the receiver is on --listen")
+	code, _ := get(srv.Base + "/api/v1/incidents")
+	require.Equal(t, http.StatusUnauthorized, code, "the incident API is on --listen")
+	for _, path := range []string{"/flux/events", "/api/v1/incidents", "/ui/"} {
+		code, body := get(srv.Metrics + path)
+		require.Equal(t, http.StatusNotFound, code, "%s on --metrics-addr: %s", path, body)
+	}
+
+	var out, errb testenv.LockedBuffer
+	addr := freeAddr(t)
+	code = run(context.Background(), append([]string{"serve", "--listen", addr, "--metrics-addr", addr}, fluxTokenArgs(t)...), &out, &errb)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errb.String(), "--metrics-addr "+addr+" is --listen's address: give another port, or leave --metrics-addr empty")
+}
+
 func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
 	file := writeFile(t, "policy.yaml", "rules:\n  argocd/hook-finalizer-stuck:\n    mode: auto\n")
 	var logs testenv.LockedBuffer
@@ -188,9 +221,10 @@ func replaceFile(t *testing.T, path, content string) {
 
 // runningServe is `syncmedic serve` run in-process by a test until the test ends.
 type runningServe struct {
-	Base string // http://127.0.0.1:port
-	Logs *testenv.LockedBuffer
-	done chan int
+	Base    string // http://127.0.0.1:port
+	Metrics string // where /metrics, /healthz and /readyz are: --metrics-addr's, else Base
+	Logs    *testenv.LockedBuffer
+	done    chan int
 }
 
 // startServeOn runs `serve --listen addr --log-format text args...` without in-cluster settings or
@@ -203,7 +237,10 @@ func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	s := &runningServe{Base: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
+	s := &runningServe{Base: "http://" + addr, Metrics: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
+	if i := slices.Index(args, "--metrics-addr"); i >= 0 && i+1 < len(args) {
+		s.Metrics = "http://" + args[i+1]
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		s.done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "text"}, args...), &testenv.LockedBuffer{}, s.Logs)
@@ -220,11 +257,11 @@ func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 		if code, ok := s.exited(); ok {
 			t.Fatalf("serve exited with %d:\n%s", code, s.Logs)
 		}
-		if code, _ := get(s.Base + "/healthz"); code != http.StatusOK {
+		if code, _ := get(s.Metrics + "/healthz"); code != http.StatusOK {
 			return false
 		}
 		// This serve, not another server that took the address: serve's own metric.
-		_, metrics := get(s.Base + "/metrics")
+		_, metrics := get(s.Metrics + "/metrics")
 		return strings.Contains(metrics, "syncmedic_build_info")
 	}, 60*time.Second, 20*time.Millisecond, "serve never answered /healthz and /metrics on %s:\n%s", addr, s.Logs)
 	return s
