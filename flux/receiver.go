@@ -53,7 +53,8 @@ type ReceiverOptions struct {
 }
 
 // Receiver serves POST /flux/events: it reads the body once (up to the limit), verifies the signature, decodes the
-// event, answers 202 and queues the event for Run. A full queue is answered 429 with Retry-After, so a burst
+// event, refuses a signed one outside the replay window (400) or already accepted within it (202, dropped), answers
+// 202 and queues the event for Run. A full queue is answered 429 with Retry-After, so a burst
 // pushes back on notification-controller (which retries) instead of growing memory.
 type Receiver struct {
 	opts     ReceiverOptions
