@@ -12,6 +12,15 @@ const (
 	// answers 429 with Retry-After instead of buffering without bound.
 	DefaultQueueSize = 1024
 
+	// DefaultMaxEventAge is how far a signed event's timestamp may be from now, before or after, for the event to be
+	// accepted: notification-controller posts an event at once and retries for about a minute, so an older one is a
+	// replay (or a clock out of step). Within it, an identical body is accepted once.
+	DefaultMaxEventAge = 10 * time.Minute
+
+	// MaxRememberedEvents bounds the digests of accepted bodies kept to refuse duplicates (32 bytes and a time
+	// each, a few MiB at most); beyond it the oldest are forgotten first.
+	MaxRememberedEvents = 65536
+
 	// RetryAfterSeconds is the Retry-After value sent with 429 and 503.
 	RetryAfterSeconds = "1"
 

@@ -16,17 +16,19 @@ const (
 	ResultThrottled        = "throttled"
 	ResultUnavailable      = "unavailable"
 	ResultUnsupportedMedia = "unsupported_media_type"
+	ResultStale            = "stale"
+	ResultDuplicate        = "duplicate"
 )
 
 var allResults = []string{ResultAccepted, ResultMalformed, ResultUnauthorized, ResultTooLarge,
-	ResultMethodNotAllowed, ResultThrottled, ResultUnavailable, ResultUnsupportedMedia}
+	ResultMethodNotAllowed, ResultThrottled, ResultUnavailable, ResultUnsupportedMedia, ResultStale, ResultDuplicate}
 
 // newEventsCounter registers syncmedic_events_received_total{result} with reg (or reuses the one already there),
 // with every result pre-set to zero so dashboards see the series before the first event.
 func newEventsCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "syncmedic_events_received_total",
-		Help: "Flux events received on /flux/events, by result (accepted, malformed, unauthorized, too_large, method_not_allowed, throttled, unavailable).",
+		Help: "Flux events received on /flux/events, by result (accepted, malformed, unauthorized, too_large, method_not_allowed, throttled, unavailable, unsupported_media_type, stale, duplicate).",
 	}, []string{"result"})
 	if reg != nil {
 		if err := reg.Register(c); err != nil {

@@ -24,9 +24,17 @@ import (
 
 // ReceiverOptions configure a Receiver.
 type ReceiverOptions struct {
-	// Token is the HMAC key of the generic-hmac Provider (the Secret's `token`). When empty, X-Signature is not
-	// checked (a generic Provider).
+	// Token is the HMAC key of the generic-hmac Provider (the Secret's `token`). It is required unless
+	// AllowUnsigned is set.
 	Token []byte
+	// AllowUnsigned, with an empty Token, accepts events without checking X-Signature or their timestamp (a
+	// generic Provider): anyone who can reach the receiver can then trigger evaluations. For tests only.
+	AllowUnsigned bool
+	// MaxEventAge is how far a signed event's timestamp may be from now; zero means DefaultMaxEventAge. Within it an
+	// identical body is accepted once (the copies are answered 202 and dropped).
+	MaxEventAge time.Duration
+	// Now returns the time timestamps are checked against; nil means time.Now.
+	Now func() time.Time
 	// TokenSource, when set with Token, returns the token at each request (a token file read again when its Secret
 	// is updated in place): a token other than the last one keys new HMACs, so a rotated token is the one a
 	// signature is checked with from then on. Token is the first one; an empty answer keeps the last token.
@@ -45,7 +53,8 @@ type ReceiverOptions struct {
 }
 
 // Receiver serves POST /flux/events: it reads the body once (up to the limit), verifies the signature, decodes the
-// event, answers 202 and queues the event for Run. A full queue is answered 429 with Retry-After, so a burst
+// event, refuses a signed one outside the replay window (400) or already accepted within it (202, dropped), answers
+// 202 and queues the event for Run. A full queue is answered 429 with Retry-After, so a burst
 // pushes back on notification-controller (which retries) instead of growing memory.
 type Receiver struct {
 	opts     ReceiverOptions
@@ -56,6 +65,7 @@ type Receiver struct {
 	queue    chan *Event
 	bufs     sync.Pool               // *[]byte: request bodies
 	key      atomic.Pointer[hmacKey] // the token and its HMAC pools; nil: signatures are not checked
+	replay   *replayWindow           // nil when signatures are not checked
 	mu       sync.RWMutex
 	stopped  bool
 	runMutex sync.Mutex
@@ -66,8 +76,18 @@ var (
 	_ syncmedic.Source = (*Receiver)(nil)
 )
 
-// NewReceiver returns a Receiver; it fails only when the metric cannot be registered.
+// NewReceiver returns a Receiver. It fails when there is no Token and AllowUnsigned is not set (ErrNoToken), and
+// when the metric cannot be registered.
 func NewReceiver(o ReceiverOptions) (*Receiver, error) {
+	if len(o.Token) == 0 && !o.AllowUnsigned {
+		return nil, ErrNoToken
+	}
+	if o.MaxEventAge <= 0 {
+		o.MaxEventAge = DefaultMaxEventAge
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -91,6 +111,7 @@ func NewReceiver(o ReceiverOptions) (*Receiver, error) {
 	r.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if len(o.Token) > 0 {
 		r.key.Store(newHMACKey(string(o.Token)))
+		r.replay = newReplayWindow(o.MaxEventAge, MaxRememberedEvents, o.Now)
 	}
 	return r, nil
 }
@@ -170,24 +191,42 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reply(w, http.StatusBadRequest, ResultMalformed, err.Error())
 		return
 	}
-	r.enqueue(w, ev)
+	if r.replay == nil {
+		r.enqueue(w, ev)
+		return
+	}
+	// A signed event is checked against the replay window: notification-controller does not retry a 400.
+	if err := r.replay.check(ev.Timestamp.Time); err != nil {
+		r.log.Info("flux event rejected", "reason", err.Error(), "remote", req.RemoteAddr)
+		r.reply(w, http.StatusBadRequest, ResultStale, err.Error())
+		return
+	}
+	if r.replay.admit(body, ev.Timestamp.Time, func() bool { return r.enqueue(w, ev) }) {
+		// Answered 202 like the first copy: a retry whose first answer was lost is not an error to its sender.
+		r.log.Info("flux event dropped: the same signed body was accepted before", "remote", req.RemoteAddr)
+		r.results[ResultDuplicate].Inc()
+		w.WriteHeader(http.StatusAccepted)
+	}
 }
 
-func (r *Receiver) enqueue(w http.ResponseWriter, ev *Event) {
+// enqueue queues ev and answers 202, or answers 503 or 429; it reports whether ev was queued.
+func (r *Receiver) enqueue(w http.ResponseWriter, ev *Event) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.stopped {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 		r.reply(w, http.StatusServiceUnavailable, ResultUnavailable, "shutting down")
-		return
+		return false
 	}
 	select {
 	case r.queue <- ev:
 		r.accepted.Inc()
 		w.WriteHeader(http.StatusAccepted)
+		return true
 	default:
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 		r.reply(w, http.StatusTooManyRequests, ResultThrottled, "event queue is full, retry later")
+		return false
 	}
 }
 

@@ -21,11 +21,17 @@ import (
 
 var testToken = []byte("s3cr3t-hmac-token")
 
+// sampleTime is sampleEvent's timestamp; sampleNow, five minutes later, is when the tests' receivers receive it.
+var (
+	sampleTime = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	sampleNow  = func() time.Time { return sampleTime.Add(5 * time.Minute) }
+)
+
 func sampleEvent(t testing.TB) []byte {
 	t.Helper()
 	b, err := json.Marshal(eventv1beta1.Event{
 		InvolvedObject: corev1.ObjectReference{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Namespace: "apps", Name: "redis"},
-		Severity:       eventv1beta1.EventSeverityError, Timestamp: metav1.NewTime(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)),
+		Severity:       eventv1beta1.EventSeverityError, Timestamp: metav1.NewTime(sampleTime),
 		Message: "dependency 'apps/postgres' is not ready", Reason: "DependencyNotReady", ReportingController: "helm-controller",
 	})
 	require.NoError(t, err)
@@ -92,6 +98,16 @@ func TestReceiverResponses(t *testing.T) {
 			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 400, wantResult: ResultMalformed, wantBody: "malformed event"},
 		{name: "an event truncated in transit no longer matches its signature", body: body[:len(body)/2],
 			signature: func([]byte) string { return signed(t, "sha256", body) }, wantCode: 401, wantResult: ResultUnauthorized},
+		{name: "an event older than the replay window is stale", body: eventAt(t, sampleTime.Add(-6*time.Minute)), signature: func(b []byte) string { return signed(t, "sha256", b) },
+			wantCode: 400, wantResult: ResultStale, wantBody: "stale event: timestamp 2026-03-10T11:54:00Z is 11m0s old, more than the 10m0s replay window"},
+		{name: "an event at the edge of the replay window is accepted", body: eventAt(t, sampleTime.Add(-5*time.Minute)), signature: func(b []byte) string { return signed(t, "sha256", b) },
+			wantCode: 202, wantResult: ResultAccepted},
+		{name: "an event from too far in the future is stale", body: eventAt(t, sampleTime.Add(16*time.Minute)), signature: func(b []byte) string { return signed(t, "sha256", b) },
+			wantCode: 400, wantResult: ResultStale, wantBody: "is 11m0s in the future"},
+		{name: "a signed event without a timestamp is stale", body: []byte(`{"involvedObject":{"kind":"HelmRelease","namespace":"apps","name":"x"},"severity":"info"}`),
+			signature: func(b []byte) string { return signed(t, "sha256", b) }, wantCode: 400, wantResult: ResultStale, wantBody: "timestamp is required"},
+		{name: "an old event with a wrong signature is unauthorized, not stale", body: eventAt(t, sampleTime.Add(-time.Hour)),
+			signature: func(b []byte) string { s, _ := Sign(b, "sha256", []byte("other")); return s }, wantCode: 401, wantResult: ResultUnauthorized},
 		{name: "a body over the limit is too large", body: bytes.Repeat([]byte("a"), 2048), maxBody: 1024, wantCode: 413, wantResult: ResultTooLarge},
 		{name: "a GET is not allowed and says which method is", method: http.MethodGet, wantCode: 405, wantResult: ResultMethodNotAllowed, wantHeader: map[string]string{"Allow": "POST"}},
 		{name: "a PUT is not allowed", method: http.MethodPut, body: body, wantCode: 405, wantResult: ResultMethodNotAllowed},
@@ -101,7 +117,7 @@ func TestReceiverResponses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			r, err := NewReceiver(ReceiverOptions{Token: testToken, MaxBodyBytes: tt.maxBody, QueueSize: tt.queueSize, Metrics: reg})
+			r, err := NewReceiver(ReceiverOptions{Token: testToken, MaxBodyBytes: tt.maxBody, QueueSize: tt.queueSize, Metrics: reg, Now: sampleNow})
 			require.NoError(t, err)
 			for i := 0; i < tt.prefill; i++ {
 				r.queue <- &Event{}
@@ -150,17 +166,34 @@ func postSigned(t *testing.T, srv *httptest.Server, body []byte) int {
 	return res.StatusCode
 }
 
-func TestReceiverWithoutTokenAcceptsUnsignedEvents(t *testing.T) {
-	r, err := NewReceiver(ReceiverOptions{})
+// eventAt is sampleEvent with another timestamp.
+func eventAt(t testing.TB, ts time.Time) []byte {
+	t.Helper()
+	var ev eventv1beta1.Event
+	require.NoError(t, json.Unmarshal(sampleEvent(t), &ev))
+	ev.Timestamp = metav1.NewTime(ts)
+	b, err := json.Marshal(ev)
 	require.NoError(t, err)
-	rec := httptest.NewRecorder()
-	r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(sampleEvent(t))))
-	require.Equal(t, http.StatusAccepted, rec.Code)
+	return b
+}
+
+func TestReceiverWithoutTokenIsRefusedUnlessUnsignedEventsAreAllowed(t *testing.T) {
+	_, err := NewReceiver(ReceiverOptions{})
+	require.ErrorIs(t, err, ErrNoToken)
+
+	r, err := NewReceiver(ReceiverOptions{AllowUnsigned: true})
+	require.NoError(t, err)
+	for range 2 { // an unsigned event has no replay window: anyone may forge a fresh one anyway
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(sampleEvent(t))))
+		require.Equal(t, http.StatusAccepted, rec.Code)
+	}
+	require.Len(t, r.queue, 2)
 }
 
 func TestReceiverRunHandsEventsOverAndRefusesAfterShutdown(t *testing.T) {
 	got := make(chan *Event, 1)
-	r, err := NewReceiver(ReceiverOptions{Token: testToken, Handle: func(_ context.Context, ev *Event) { got <- ev }})
+	r, err := NewReceiver(ReceiverOptions{Token: testToken, Now: sampleNow, Handle: func(_ context.Context, ev *Event) { got <- ev }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -182,8 +215,9 @@ func TestReceiverRunHandsEventsOverAndRefusesAfterShutdown(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	rec := httptest.NewRecorder()
-	req2 := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(body))
-	req2.Header.Set(SignatureHeader, signed(t, "sha256", body))
+	next := eventAt(t, sampleTime.Add(time.Minute))
+	req2 := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(next))
+	req2.Header.Set(SignatureHeader, signed(t, "sha256", next))
 	r.ServeHTTP(rec, req2)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.Equal(t, RetryAfterSeconds, rec.Header().Get("Retry-After"))
@@ -217,19 +251,24 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 }
 
 func BenchmarkReceiverSignedEvent(b *testing.B) {
-	body := sampleEvent(b)
-	sig := signed(b, "sha256", body)
-	r, err := NewReceiver(ReceiverOptions{Token: testToken, QueueSize: 1})
+	// Distinct bodies (each message numbered), so each one is queued rather than dropped as a duplicate.
+	body := string(sampleEvent(b))
+	bodies, sigs := make([][]byte, b.N), make([]string, b.N)
+	for i := range bodies {
+		bodies[i] = []byte(strings.Replace(body, "is not ready", "is not ready "+strconv.Itoa(i), 1))
+		sigs[i] = signed(b, "sha256", bodies[i])
+	}
+	r, err := NewReceiver(ReceiverOptions{Token: testToken, QueueSize: 1, Now: sampleNow})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-drain(r)
-		req := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(body))
-		req.Header.Set(SignatureHeader, sig)
+		req := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(bodies[i]))
+		req.Header.Set(SignatureHeader, sigs[i])
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, req)
-		if rec.Code != http.StatusAccepted {
+		if rec.Code != http.StatusAccepted || len(r.queue) != 1 {
 			b.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
 	}
@@ -246,7 +285,7 @@ func drain(r *Receiver) <-chan struct{} {
 }
 
 func TestReceiverLimitsABodyOfUnknownLength(t *testing.T) {
-	r, err := NewReceiver(ReceiverOptions{MaxBodyBytes: 1024})
+	r, err := NewReceiver(ReceiverOptions{Token: testToken, MaxBodyBytes: 1024})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(bytes.Repeat([]byte("a"), 4096)))
 	req.ContentLength = -1 // chunked: the limit is enforced while reading
@@ -274,6 +313,7 @@ func TestReceiverHandsEveryEventOfAStormOverInOrder(t *testing.T) {
 		body, err := json.Marshal(eventv1beta1.Event{
 			InvolvedObject: corev1.ObjectReference{Kind: "HelmRelease", Namespace: "apps", Name: want[i]},
 			Severity:       eventv1beta1.EventSeverityInfo, Reason: "UpgradeSucceeded", ReportingController: "helm-controller",
+			Timestamp: metav1.Now(),
 		})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusAccepted, postSigned(t, srv, body))
@@ -293,7 +333,7 @@ func TestReceiverHandsEveryEventOfAStormOverInOrder(t *testing.T) {
 func TestReceiverChecksSignaturesWithTheTokenOfTheMoment(t *testing.T) {
 	body := sampleEvent(t)
 	token := "first-token"
-	r, err := NewReceiver(ReceiverOptions{Token: []byte(token), TokenSource: func() string { return token }})
+	r, err := NewReceiver(ReceiverOptions{Token: []byte(token), TokenSource: func() string { return token }, Now: sampleNow})
 	require.NoError(t, err)
 	post := func(key string) int {
 		sig, err := Sign(body, "sha256", []byte(key))

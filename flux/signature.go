@@ -20,6 +20,13 @@ var (
 	ErrSignatureMismatch  = errors.New(SignatureHeader + " does not match the body")
 )
 
+// ErrStaleEvent wraps the refusal of a signed event whose timestamp is missing or outside the replay window; it is
+// answered 400, which notification-controller does not retry.
+var ErrStaleEvent = errors.New("stale event")
+
+// ErrNoToken is NewReceiver's error when neither Token nor AllowUnsigned is set.
+var ErrNoToken = errors.New("no HMAC token: the receiver would accept events from anyone who can reach it")
+
 // signatureHashes are the hashes a generic-hmac Provider's X-Signature may name (Flux sends sha256).
 var signatureHashes = map[string]func() hash.Hash{
 	"sha1":   sha1.New,

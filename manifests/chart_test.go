@@ -363,6 +363,12 @@ func TestChartValues(t *testing.T) {
 			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--slack-silence-durations=30m,2h")
 		},
 	}, {
+		name: "slack.teamID pins the workspace with --slack-team-id",
+		set:  []string{"slack.channel=#i", "slack.teamID=T024BE7LD"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--slack-team-id=T024BE7LD")
+		},
+	}, {
 		name: "Slack's buttons are off by default",
 		set:  []string{"slack.channel=#i"},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

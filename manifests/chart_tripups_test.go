@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -101,8 +102,35 @@ func TestTheChartNotesKeepTheArgoCDPolicyAndNameEverySecretKey(t *testing.T) {
 	require.NotContains(t, minimal, "slack-token=", "a key serve does not read is not asked for")
 }
 
+// TestTheChartAdmitsPrometheusOnlyToTheMetricsPort renders the chart with its default NetworkPolicy and the
+// ServiceMonitor: Prometheus (namespace monitoring) is admitted to port 9293 and to nothing else, which serves
+// /metrics, /healthz and /readyz (--metrics-addr=:9293, the probes' port); the ServiceMonitor scrapes that port.
+func TestTheChartAdmitsPrometheusOnlyToTheMetricsPort(t *testing.T) {
+	objs := helmTemplate(t, "syncmedic", "syncmedic", "serviceMonitor.enabled=true")
+	var np networkingv1.NetworkPolicy
+	convert(t, find(t, objs, "NetworkPolicy", "syncmedic-receiver"), &np)
+	var prometheusPorts []int32
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.From {
+			if p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/name"] == "prometheus" {
+				for _, port := range rule.Ports {
+					prometheusPorts = append(prometheusPorts, port.Port.IntVal)
+				}
+			}
+		}
+	}
+	require.Equal(t, []int32{9293}, prometheusPorts, "Prometheus reaches /metrics, never the API and receivers on 9292")
+	c := deployment(t, objs).Spec.Template.Spec.Containers[0]
+	require.Contains(t, c.Args, "--metrics-addr=:9293")
+	require.Equal(t, "metrics", c.ReadinessProbe.HTTPGet.Port.StrVal)
+	require.Equal(t, "metrics", c.LivenessProbe.HTTPGet.Port.StrVal)
+	eps, _, _ := unstructured.NestedSlice(find(t, objs, "ServiceMonitor", "syncmedic").Object, "spec", "endpoints")
+	require.Equal(t, "metrics", eps[0].(map[string]interface{})["port"])
+}
+
 // TestTheChartNetworkPolicyAdmitsConfiguredScrapers renders the receiver NetworkPolicy with Prometheus elsewhere
-// than namespace monitoring (peers given as from) and an extra peer: each is admitted to port 9292.
+// than namespace monitoring (peers given as from) and an extra peer: Prometheus is admitted to the metrics port 9293
+// only, notification-controller and the extra peer to 9292 only.
 func TestTheChartNetworkPolicyAdmitsConfiguredScrapers(t *testing.T) {
 	objs := helmTemplate(t, "syncmedic", "syncmedic",
 		"networkPolicy.prometheus.from[0].namespaceSelector.matchLabels.observability=enabled",
@@ -110,14 +138,16 @@ func TestTheChartNetworkPolicyAdmitsConfiguredScrapers(t *testing.T) {
 	var np networkingv1.NetworkPolicy
 	convert(t, find(t, objs, "NetworkPolicy", "syncmedic-receiver"), &np)
 	var peers []map[string]string
+	var ports []int32
 	for _, rule := range np.Spec.Ingress {
 		require.Len(t, rule.Ports, 1)
-		require.Equal(t, int32(9292), rule.Ports[0].Port.IntVal)
 		for _, p := range rule.From {
 			require.NotNil(t, p.NamespaceSelector)
 			peers = append(peers, p.NamespaceSelector.MatchLabels)
+			ports = append(ports, rule.Ports[0].Port.IntVal)
 		}
 	}
+	require.Equal(t, []int32{9292, 9293, 9292}, ports, "notification-controller and the extra peer on 9292, Prometheus on 9293")
 	require.Equal(t, []map[string]string{
 		{"kubernetes.io/metadata.name": "flux-system"},
 		{"observability": "enabled"},

@@ -65,6 +65,8 @@ func recreate(t *testing.T, c client.Client, obj client.Object) {
 type pod struct {
 	child  *testenv.Child
 	listen string
+	// metrics is where /metrics, /healthz and /readyz are: the Deployment's --metrics-addr, on another free port.
+	metrics string
 }
 
 func runPod(t *testing.T, env *testenv.Env, exe string, d appsv1.Deployment) *pod {
@@ -104,14 +106,20 @@ func runPod(t *testing.T, env *testenv.Env, exe string, d appsv1.Deployment) *po
 	}
 	port, err := freeLoopbackPort()
 	require.NoError(t, err)
-	p := &pod{listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	metricsPort, err := freeLoopbackPort()
+	require.NoError(t, err)
+	p := &pod{listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), metrics: net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort))}
 	var args []string
 	for _, a := range c.Args {
-		if strings.HasPrefix(a, "--listen=") {
+		switch {
+		case strings.HasPrefix(a, "--listen="):
 			a = "--listen=" + p.listen
+		case strings.HasPrefix(a, "--metrics-addr="):
+			a = "--metrics-addr=" + p.metrics
 		}
 		args = append(args, local(a))
 	}
+	require.Contains(t, args, "--metrics-addr="+p.metrics, "the Deployment serves /metrics and the probes apart from the API")
 	sa := "system:serviceaccount:" + d.Namespace + ":" + spec.ServiceAccountName
 	args = append(args, "--kubeconfig="+env.UserKubeconfig(t, sa, "system:serviceaccounts", "system:serviceaccounts:"+d.Namespace, "system:authenticated"))
 
@@ -154,9 +162,9 @@ func freeLoopbackPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// get fetches a path of the Pod's HTTP server.
+// get fetches a path of the Pod's metrics address (/metrics, /healthz, /readyz).
 func (p *pod) get(path string) (int, string, error) {
-	res, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + p.listen + path)
+	res, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + p.metrics + path)
 	if err != nil {
 		return 0, "", err
 	}

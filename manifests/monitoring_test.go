@@ -64,7 +64,7 @@ func TestMonitoringComponent(t *testing.T) {
 		}
 	})
 
-	t.Run("the ServiceMonitor scrapes /metrics on the Service's http port", func(t *testing.T) {
+	t.Run("the ServiceMonitor scrapes /metrics on the Service's metrics port", func(t *testing.T) {
 		svc := find(t, objs, "Service", "syncmedic")
 		sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 		for k, v := range sel {
@@ -73,22 +73,28 @@ func TestMonitoringComponent(t *testing.T) {
 		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		require.Len(t, eps, 1)
 		ep := eps[0].(map[string]interface{})
-		require.Equal(t, "http", ep["port"])
+		require.Equal(t, "metrics", ep["port"])
 		require.Equal(t, "/metrics", ep["path"])
 		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		require.Len(t, ports, 2)
 		require.Equal(t, "http", ports[0].(map[string]interface{})["name"])
+		require.Equal(t, "metrics", ports[1].(map[string]interface{})["name"])
+		require.EqualValues(t, 9293, ports[1].(map[string]interface{})["port"])
 	})
 
-	t.Run("the NetworkPolicy admits Prometheus to the metrics port", func(t *testing.T) {
+	t.Run("the NetworkPolicy admits Prometheus to the metrics port only", func(t *testing.T) {
 		np := find(t, objs, "NetworkPolicy", "syncmedic-receiver")
 		ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
-		var admitsPrometheus bool
+		var prometheusPorts []string
 		for _, in := range ingress {
 			b, err := json.Marshal(in)
 			require.NoError(t, err)
-			admitsPrometheus = admitsPrometheus || strings.Contains(string(b), `"app.kubernetes.io/name":"prometheus"`) && strings.Contains(string(b), `"port":9292`)
+			if strings.Contains(string(b), `"app.kubernetes.io/name":"prometheus"`) {
+				ports, _ := json.Marshal(in.(map[string]interface{})["ports"])
+				prometheusPorts = append(prometheusPorts, string(ports))
+			}
 		}
-		require.True(t, admitsPrometheus, "no ingress rule for Prometheus Pods on 9292: %v", ingress)
+		require.Equal(t, []string{`[{"port":9293,"protocol":"TCP"}]`}, prometheusPorts, "Prometheus reaches 9293 (/metrics), never 9292 (the API and receivers): %v", ingress)
 	})
 
 	t.Run("the dashboard ConfigMap carries the Grafana sidecar label and valid JSON", func(t *testing.T) {
@@ -166,7 +172,7 @@ func exportedMetrics(t *testing.T) metricRecorder {
 	incident.NewMetrics(rec)
 	remedy.NewMetrics(rec)
 	notify.NewDispatcher(notify.DispatcherOptions{Registerer: rec})
-	_, err := flux.NewReceiver(flux.ReceiverOptions{Metrics: rec})
+	_, err := flux.NewReceiver(flux.ReceiverOptions{Token: []byte("monitoring-test-token"), Metrics: rec})
 	require.NoError(t, err)
 	require.NotEmpty(t, rec)
 

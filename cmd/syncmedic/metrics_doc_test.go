@@ -51,8 +51,8 @@ func servedMetrics(t *testing.T) map[string][]string {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	o := &serveOptions{thresholds: snapshot.DefaultThresholds()}
 	cmd := serveCommand(o)
-	require.NoError(t, cmd.ParseFlags([]string{"--argocd-server", "127.0.0.1:1", "--argocd-plaintext", "--argocd-instance", "prod",
-		"--state-file", filepath.Join(t.TempDir(), "state.json")}))
+	require.NoError(t, cmd.ParseFlags(append([]string{"--argocd-server", "127.0.0.1:1", "--argocd-plaintext", "--argocd-instance", "prod",
+		"--state-file", filepath.Join(t.TempDir(), "state.json")}, fluxTokenArgs(t)...)))
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

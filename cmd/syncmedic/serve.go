@@ -38,6 +38,7 @@ func init() { subcommands = append(subcommands, newServeCommand) }
 // serveOptions are the flags of `syncmedic serve` that serve.go owns; components add their own.
 type serveOptions struct {
 	listen          string
+	metricsAddr     string
 	kubeconfig      string
 	policyFile      string
 	policyConfigMap string
@@ -80,7 +81,8 @@ func serveCommand(o *serveOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", ":9292", "address serving /healthz, /readyz, /metrics and the receivers")
+	f.StringVar(&o.listen, "listen", ":9292", "address serving the receivers, the incident API and page (and /healthz, /readyz, /metrics unless --metrics-addr is set)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "address serving /metrics, /healthz and /readyz instead of --listen (the shipped manifests use :9293), so a NetworkPolicy can admit Prometheus there and not to the API and receivers")
 	f.StringVar(&o.policyFile, "policy-file", "", "remediation policy YAML file (default: notify every rule, act on none)")
 	f.StringVar(&o.policyConfigMap, "policy-configmap", "", "remediation policy ConfigMap as namespace/name (key "+policy.PolicyConfigMapKey+")")
 	f.DurationVar(&o.policyReload, "policy-reload-interval", 15*time.Second, "how often the policy file or ConfigMap is re-read (an invalid policy is logged and the last good one kept)")
@@ -167,6 +169,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, o *serveOptions) error {
 	applyPolicyThresholds(&o.thresholds, policy.Get())
 	for _, w := range append(o.thresholds.ArgoCD.Warnings(), o.thresholds.Flux.Warnings()...) {
 		log.Warn(w)
+	}
+	if o.metricsAddr != "" && o.metricsAddr == o.listen {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--metrics-addr %s is --listen's address: give another port, or leave --metrics-addr empty to serve /metrics, /healthz and /readyz on --listen", o.metricsAddr)}
 	}
 	d, err := newDaemon(ctx, o, cfg, kube, policy, log)
 	if err != nil {
@@ -364,11 +369,19 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.slack != nil && d.slack.socket != nil {
 		goRun("slack socket mode", func(ctx context.Context) error { whileLeading(ctx, d.leading, d.slack.socket, d.log); return nil })
 	}
-	// The receiver's limits (flux/limits.go) bound every request on --listen, so a slow client cannot hold a connection.
-	srv := &http.Server{Addr: d.o.listen, Handler: d.mux(), ReadHeaderTimeout: flux.ReadHeaderTimeout,
-		ReadTimeout: flux.ReadTimeout, WriteTimeout: flux.WriteTimeout, IdleTimeout: flux.IdleTimeout}
-	goRun("http", func(ctx context.Context) error { return serveHTTP(ctx, srv, d.o.shutdownGrace) })
-	d.log.Info("serving", "listen", d.o.listen, "components", strings.Join(d.names, ","), "leaderElection", d.elector != nil)
+	// The receiver's limits (flux/limits.go) bound every request on --listen and --metrics-addr, so a slow client cannot
+	// hold a connection.
+	api, ops := d.mux()
+	listen := func(addr string, h http.Handler) {
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: flux.ReadHeaderTimeout,
+			ReadTimeout: flux.ReadTimeout, WriteTimeout: flux.WriteTimeout, IdleTimeout: flux.IdleTimeout}
+		goRun("http "+addr, func(ctx context.Context) error { return serveHTTP(ctx, srv, d.o.shutdownGrace) })
+	}
+	listen(d.o.listen, api)
+	if ops != nil {
+		listen(d.o.metricsAddr, ops)
+	}
+	d.log.Info("serving", "listen", d.o.listen, "metricsAddr", d.o.metricsAddr, "components", strings.Join(d.names, ","), "leaderElection", d.elector != nil)
 	<-ctx.Done()
 	cancel(nil)
 	wg.Wait()
@@ -378,11 +391,17 @@ func (d *daemon) run(ctx context.Context) error {
 	return nil
 }
 
-func (d *daemon) mux() *http.ServeMux {
+// mux returns the handlers of --listen (the receivers, the incident API and page) and of --metrics-addr (/metrics,
+// /healthz, /readyz); without --metrics-addr, ops is nil and api serves both.
+func (d *daemon) mux() (api, ops *http.ServeMux) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", d.beat.healthz)
-	mux.Handle("/readyz", &d.ready)
-	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg.Registry}))
+	health := mux
+	if d.o.metricsAddr != "" {
+		health = http.NewServeMux()
+	}
+	health.HandleFunc("/healthz", d.beat.healthz)
+	health.Handle("/readyz", &d.ready)
+	health.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg.Registry}))
 	for _, p := range d.parts {
 		for path, h := range p.Handlers {
 			mux.Handle(path, h)
@@ -391,7 +410,10 @@ func (d *daemon) mux() *http.ServeMux {
 	if d.slack != nil && d.slack.handler != nil {
 		mux.Handle(slacknotify.InteractionsPath, d.slack.handler)
 	}
-	return mux
+	if health == mux {
+		return mux, nil
+	}
+	return mux, health
 }
 
 // runSource runs s until ctx ends. When s stops with an error, /readyz shows the error under the component's name

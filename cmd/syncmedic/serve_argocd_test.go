@@ -24,7 +24,7 @@ func TestServeRejectsBadArgoCDLiveReadFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			args := append([]string{"serve", "--listen", freeAddr(t), "--argocd-server", "127.0.0.1:1", "--argocd-plaintext"}, tc.flags...)
+			args := append(append([]string{"serve", "--listen", freeAddr(t), "--argocd-server", "127.0.0.1:1", "--argocd-plaintext"}, fluxTokenArgs(t)...), tc.flags...)
 			code := run(context.Background(), args, &out, &errb)
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errb.String(), tc.want)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +21,8 @@ import (
 // fluxOptions are the Flux component's flags.
 type fluxOptions struct {
 	tokenFile  string
+	unsigned   bool
+	maxAge     time.Duration
 	bodyLimit  string
 	queueSize  int
 	namespaces []string
@@ -33,7 +36,9 @@ func init() {
 	registerServeComponent(serveComponent{
 		name: "flux",
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&o.tokenFile, "flux-hmac-token-file", "", "file holding the generic-hmac Provider's token; when set, "+flux.EventsPath+" accepts only events whose X-Signature matches")
+			fs.StringVar(&o.tokenFile, "flux-hmac-token-file", "", "file holding the generic-hmac Provider's token (required): "+flux.EventsPath+" accepts only events whose X-Signature matches")
+			fs.BoolVar(&o.unsigned, "flux-receiver-insecure-no-signature", false, "for tests only: run the Flux receiver without --flux-hmac-token-file, accepting unsigned events from anyone who can reach it")
+			fs.DurationVar(&o.maxAge, "flux-event-max-age", flux.DefaultMaxEventAge, "how far a signed Flux event's timestamp may be from now (older or later: 400); within it a replayed body is accepted once")
 			fs.StringVar(&o.bodyLimit, "flux-body-limit", "1Mi", "largest Flux event body accepted (a Kubernetes quantity); larger bodies get 413")
 			fs.IntVar(&o.queueSize, "flux-queue-size", flux.DefaultQueueSize, "accepted Flux events waiting to be processed before the receiver answers 429")
 			fs.StringSliceVar(&o.namespaces, "flux-namespaces", nil, "namespaces whose HelmReleases and Kustomizations are watched (default: all)")
@@ -44,6 +49,13 @@ func init() {
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startFlux(ctx, d, o) },
 	})
 }
+
+// errNoFluxToken is startFlux's error without --flux-hmac-token-file: serve does not start a receiver anyone could
+// post to.
+var errNoFluxToken = errors.New("--flux-hmac-token-file is required: the Flux receiver (POST " + flux.EventsPath + ") accepts only events " +
+	"signed by a generic-hmac Provider. Put a random token in syncmedic's Secret (key flux-hmac-token) and the same one in the Secret " +
+	"syncmedic-flux-hmac (key token) in flux-system, apply manifests/flux (a generic-hmac Provider with secretRef syncmedic-flux-hmac; " +
+	"README, \"Flux\") and pass the token's file; --flux-receiver-insecure-no-signature runs without it, for tests only")
 
 func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, error) {
 	log := d.Log.With("component", "flux")
@@ -61,10 +73,17 @@ func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, erro
 		}
 		token, tokenSource = []byte(f.Value()), f.Value
 	} else {
-		log.Warn("no --flux-hmac-token-file: Flux events are accepted without a signature (use a generic-hmac Provider and give its token)")
+		if !o.unsigned {
+			return serveParts{}, errNoFluxToken
+		}
+		log.Warn("--flux-receiver-insecure-no-signature: Flux events are accepted without a signature from anyone who can reach " + flux.EventsPath + " (for tests only)")
+	}
+	if o.maxAge <= 0 {
+		return serveParts{}, fmt.Errorf("--flux-event-max-age %s: want a positive duration such as 10m", o.maxAge)
 	}
 	receiver, err := flux.NewReceiver(flux.ReceiverOptions{
-		Token: token, TokenSource: tokenSource, MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
+		Token: token, TokenSource: tokenSource, AllowUnsigned: o.unsigned, MaxEventAge: o.maxAge,
+		MaxBodyBytes: limit.Value(), QueueSize: o.queueSize, Log: log, Metrics: d.Metrics,
 		Handle: func(_ context.Context, ev *flux.Event) {
 			if s := ev.Subject(); s != "" {
 				d.Triggers.Fire(s)

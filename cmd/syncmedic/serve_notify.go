@@ -25,6 +25,7 @@ import (
 type notifyOptions struct {
 	slackTokenFile      string
 	slackChannel        string
+	slackTeamID         string
 	slackAPIURL         string
 	slackWebhookURLFile string
 	webhookURL          string
@@ -60,6 +61,7 @@ func addNotifyFlags(cmd *cobra.Command, o *notifyOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.slackTokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-…): one thread per incident, updated in place")
 	f.StringVar(&o.slackChannel, "slack-channel", "", "Slack channel for the bot token mode")
+	f.StringVar(&o.slackTeamID, "slack-team-id", "", "the Slack workspace (team ID, T…) the bot is installed in: serve starts only when auth.test confirms the bot token belongs to it, and acts on no click from another workspace")
 	f.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/; for a Slack-compatible endpoint or a test server)")
 	f.StringVar(&o.slackAppTokenFile, "slack-app-token-file", "", "file holding the Slack app-level token (xapp-…, scope connections:write): turns the thread's buttons on and receives their clicks over Socket Mode (no public URL needed; with --slack-token-file)")
 	f.StringVar(&o.slackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret: turns the thread's buttons on and receives their clicks at the request URL "+slacknotify.InteractionsPath+" on --listen, each verified (instead of --slack-app-token-file)")
@@ -91,6 +93,9 @@ func (o *notifyOptions) destinations(notes notifyState, kube kubernetes.Interfac
 func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, identity string) ([]notify.Destination, error) {
 	var out []notify.Destination
 	client := notify.NewHTTPClient(o.timeout)
+	if o.slackTeamID != "" && o.slackTokenFile == "" {
+		return nil, errors.New("--slack-team-id needs --slack-token-file: the workspace is confirmed with the bot token (auth.test)")
+	}
 	switch {
 	case o.slackTokenFile != "" && o.slackWebhookURLFile != "":
 		return nil, errors.New("give --slack-token-file or --slack-webhook-url-file, not both")
@@ -103,6 +108,9 @@ func (o *notifyOptions) notifiers(notes notifyState, kube kubernetes.Interface, 
 			return nil, errors.New("--slack-token-file needs --slack-channel")
 		}
 		if err := o.checkSlackInteractivity(); err != nil {
+			return nil, err
+		}
+		if err := o.checkSlackTeam(token, client); err != nil {
 			return nil, err
 		}
 		so := slacknotify.Options{Token: token, Channel: o.slackChannel, Notes: notes, APIURL: o.slackAPIURL, HTTPClient: client}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,19 +11,6 @@ import (
 
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
-
-// fluxEvent is a helm-controller event as the notification-controller forwards it.
-const fluxEvent = `{"involvedObject":{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","namespace":"apps","name":"redis"},` +
-	`"severity":"info","timestamp":"2026-03-10T12:00:00Z","message":"Helm upgrade succeeded","reason":"UpgradeSucceeded","reportingController":"helm-controller"}`
-
-func postEvent(base string) (int, string) {
-	resp, err := http.Post(base+"/flux/events", "application/json", bytes.NewBufferString(fluxEvent))
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode, resp.Status
-}
 
 // TestServeOutlivesArgoCDOutages runs serve against the real argocd-server behind a proxy that can refuse
 // connections: Argo CD unreachable at start, then reachable, then unreachable mid-run and back. serve stays up
@@ -40,8 +26,9 @@ func TestServeOutlivesArgoCDOutages(t *testing.T) {
 	})
 	proxy := testenv.NewProxy(t, argo.Addr)
 	proxy.Down()
+	const hmacToken = "outage-hmac-token"
 	srv := startServe(t, "--kubeconfig", env.Kubeconfig, "--state-file", filepath.Join(t.TempDir(), "state.json"),
-		"--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer")),
+		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken), "--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", argo.Token(t, "viewer")),
 		"--readiness-wait", "15s")
 	base, logs := srv.Base, srv.Logs
 
@@ -75,8 +62,7 @@ func TestServeOutlivesArgoCDOutages(t *testing.T) {
 				return code == step.ready && strings.Contains(body, step.argocd) &&
 					strings.Contains(body, "flux: ok\n") && strings.Contains(body, "kube: ok\n")
 			}, 90*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
-			code, status := postEvent(base)
-			require.Equal(t, http.StatusAccepted, code, "the Flux receiver answers: %s", status)
+			require.Equal(t, http.StatusAccepted, postFluxEvent(t, base, hmacToken), "the Flux receiver answers")
 			code, body = get(base + "/healthz")
 			require.Equal(t, http.StatusOK, code, "an unreachable peer is not a wedged process: %s", body)
 			if rc, ok := srv.exited(); ok {
@@ -96,7 +82,9 @@ func TestServeWithARefusedTokenHoldsBackItsRollout(t *testing.T) {
 	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	const wait = 20 * time.Second // longer than the refusal takes, so the pod is never ready before it
 	started := time.Now()
+	const hmacToken = "rollout-hmac-token"
 	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--readiness-wait", wait.String(),
+		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken),
 		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "token", "not-a-token"))
 	base, logs := srv.Base, srv.Logs
 	var code int
@@ -110,6 +98,5 @@ func TestServeWithARefusedTokenHoldsBackItsRollout(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, "ready with a refused token: %s", body)
 	require.Contains(t, body, "argocd: ")
 	require.Contains(t, body, "--argocd-token-file")
-	code, status := postEvent(base)
-	require.Equal(t, http.StatusAccepted, code, "the Flux receiver answers: %s", status)
+	require.Equal(t, http.StatusAccepted, postFluxEvent(t, base, hmacToken), "the Flux receiver answers")
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,11 +250,13 @@ func TestServeReadsARotatedSlackTokenWithoutARestart(t *testing.T) {
 	}
 }
 
-// postFluxEvent POSTs a helm-controller event to serve's Flux receiver, signed sha256 with key, and returns the status.
+// postFluxEvent POSTs a helm-controller event of now to serve's Flux receiver, signed sha256 with key, and returns
+// the status. Each call sends another body (its message numbered), so none is a copy of an earlier one.
 func postFluxEvent(t *testing.T, base, key string) int {
 	t.Helper()
 	body := []byte(`{"involvedObject":{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","namespace":"apps","name":"redis"},` +
-		`"severity":"info","timestamp":"2026-11-26T14:00:00Z","message":"Helm upgrade succeeded","reason":"UpgradeSucceeded","reportingController":"helm-controller"}`)
+		`"severity":"info","timestamp":"` + time.Now().UTC().Format(time.RFC3339) + `","message":"Helm upgrade succeeded ` +
+		strconv.FormatInt(fluxEventSeq.Add(1), 10) + `","reason":"UpgradeSucceeded","reportingController":"helm-controller"}`)
 	sig, err := flux.Sign(body, "sha256", []byte(key))
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, base+flux.EventsPath, bytes.NewReader(body))
@@ -265,6 +268,9 @@ func postFluxEvent(t *testing.T, base, key string) int {
 	_ = res.Body.Close()
 	return res.StatusCode
 }
+
+// fluxEventSeq numbers postFluxEvent's messages.
+var fluxEventSeq atomic.Int64
 
 // TestServeReadsARotatedFluxHMACTokenWithoutARestart runs serve's Flux receiver with the generic-hmac Provider's
 // token in a Secret volume laid out as the kubelet does, and updates the Secret in place while serve runs: the

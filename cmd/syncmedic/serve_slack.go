@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -32,6 +33,27 @@ func (o *notifyOptions) checkSlackInteractivity() error {
 		return errors.New("--slack-app-token-file and --slack-signing-secret-file need --slack-token-file: the buttons live in the bot's thread, and the bot token opens the dialogs")
 	case o.slackAppTokenFile != "" && o.slackSigningSecretFile != "":
 		return errors.New("give --slack-app-token-file (Socket Mode) or --slack-signing-secret-file (the HTTP request URL), not both: Slack delivers each click one way")
+	}
+	return nil
+}
+
+// checkSlackTeam, with --slack-team-id, asks auth.test whether token belongs to that workspace: a bot token of
+// another workspace would post incidents there and take its members' clicks.
+func (o *notifyOptions) checkSlackTeam(token string, client *http.Client) error {
+	if o.slackTeamID == "" {
+		return nil
+	}
+	opts := []slack.Option{slack.OptionHTTPClient(client)}
+	if o.slackAPIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(o.slackAPIURL))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	if err := slacknotify.CheckTeam(ctx, slack.New(token, opts...), o.slackTeamID); err != nil {
+		return fmt.Errorf("--slack-team-id %s: %w (give the ID of the workspace --slack-token-file's bot is installed in)", o.slackTeamID, err)
+	}
+	if o.log != nil {
+		o.log.Info("slack: the bot token belongs to the pinned workspace", "team", o.slackTeamID)
 	}
 	return nil
 }
@@ -86,7 +108,7 @@ func (o *notifyOptions) slackInteractivity(ctx context.Context, actions slacknot
 	clients := slacknotify.NewClients(bot, app, notify.NewHTTPClient(o.timeout), opts...)
 	log = log.With("component", "slack-interactivity")
 	x, err := slacknotify.NewInteractions(ctx, slacknotify.InteractionOptions{Clients: clients.Client, Actions: actions, Log: log,
-		Groups: slacknotify.UserGroups(clients.Client, time.Minute, time.Now), SilenceDurations: o.slackSilenceDurations})
+		Groups: slacknotify.UserGroups(clients.Client, time.Minute, time.Now), SilenceDurations: o.slackSilenceDurations, TeamID: o.slackTeamID})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// fluxTokenArgs is --flux-hmac-token-file with a token of the test's: serve refuses to run its Flux receiver
+// without one.
+func fluxTokenArgs(t *testing.T) []string {
+	t.Helper()
+	return []string{"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", "flux-hmac-token-of-"+t.Name())}
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -72,8 +80,8 @@ func TestServeWithoutAClusterRunsOnlyTheReceiver(t *testing.T) {
 	var out, errb testenv.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--log-format", "text", "--state-file", stateFile,
-			"--slack-token-file", tokenFile, "--slack-channel", "#incidents"}, &out, &errb)
+		done <- run(ctx, append([]string{"serve", "--log-format", "text", "--state-file", stateFile,
+			"--slack-token-file", tokenFile, "--slack-channel", "#incidents"}, fluxTokenArgs(t)...), &out, &errb)
 	}()
 	base := "http://" + addr
 	require.Eventually(t, func() bool { code, _ := get(base + "/healthz"); return code == http.StatusOK }, 10*time.Second, 20*time.Millisecond, errb.String())
@@ -116,12 +124,67 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			args := append([]string{"serve", "--listen", freeAddr(t)}, tc.args...)
+			args := append(append([]string{"serve", "--listen", freeAddr(t)}, fluxTokenArgs(t)...), tc.args...)
 			code := run(context.Background(), args, &out, &errb)
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errb.String(), tc.want)
 		})
 	}
+}
+
+// TestServeRefusesAFluxReceiverWithoutAnHMACToken: without --flux-hmac-token-file serve exits 2 naming the flag, the
+// Secret and the Provider, and starts with the test-only opt-out.
+func TestServeRefusesAFluxReceiverWithoutAnHMACToken(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var out, errb testenv.LockedBuffer
+	code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--state-file", filepath.Join(t.TempDir(), "state.json")}, &out, &errb)
+	require.Equal(t, exitUsage, code, errb.String())
+	require.Contains(t, errb.String(), "flux: --flux-hmac-token-file is required: the Flux receiver (POST /flux/events) accepts only events signed by a generic-hmac Provider.")
+	require.Contains(t, errb.String(), "the Secret syncmedic-flux-hmac (key token) in flux-system, apply manifests/flux (a generic-hmac Provider with secretRef syncmedic-flux-hmac")
+	require.Contains(t, errb.String(), "--flux-receiver-insecure-no-signature runs without it, for tests only")
+
+	srv := startServe(t, "--flux-receiver-insecure-no-signature", "--state-file", filepath.Join(t.TempDir(), "state.json"))
+	require.Contains(t, srv.Logs.String(), "--flux-receiver-insecure-no-signature: Flux events are accepted without a signature")
+	req, err := http.NewRequest(http.MethodPost, srv.Base+"/flux/events", strings.NewReader(
+		`{"involvedObject":{"kind":"HelmRelease","namespace":"apps","name":"redis"},"severity":"info"}`))
+	require.NoError(t, err)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode, "the opt-out accepts an unsigned event")
+}
+
+// TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr: with --metrics-addr, /metrics, /healthz and /readyz are
+// served there and nowhere else, and the receivers and the incident API only on --listen, so a NetworkPolicy can
+// admit Prometheus to the one and not the other.
+func TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr(t *testing.T) {
+	const hmacToken = "metrics-addr-hmac-token"
+	metricsAddr := freeAddr(t)
+	srv := startServe(t, "--metrics-addr", metricsAddr, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken), "--api-token-file", writeFile(t, "api-token", "api-token-of-the-metrics-test"))
+	require.Equal(t, "http://"+metricsAddr, srv.Metrics)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		code, body := get(srv.Metrics + path)
+		require.Equal(t, http.StatusOK, code, "%s on --metrics-addr: %s", path, body)
+		code, body = get(srv.Base + path)
+		require.Equal(t, http.StatusNotFound, code, "%s on --listen: %s", path, body)
+	}
+	_, metrics := get(srv.Metrics + "/metrics")
+	require.Contains(t, metrics, "syncmedic_build_info")
+
+	require.Equal(t, http.StatusAccepted, postFluxEvent(t, srv.Base, hmacToken), "the receiver is on --listen")
+	code, _ := get(srv.Base + "/api/v1/incidents")
+	require.Equal(t, http.StatusUnauthorized, code, "the incident API is on --listen")
+	for _, path := range []string{"/flux/events", "/api/v1/incidents", "/ui/"} {
+		code, body := get(srv.Metrics + path)
+		require.Equal(t, http.StatusNotFound, code, "%s on --metrics-addr: %s", path, body)
+	}
+
+	var out, errb testenv.LockedBuffer
+	addr := freeAddr(t)
+	code = run(context.Background(), append([]string{"serve", "--listen", addr, "--metrics-addr", addr}, fluxTokenArgs(t)...), &out, &errb)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errb.String(), "--metrics-addr "+addr+" is --listen's address: give another port, or leave --metrics-addr empty")
 }
 
 func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
@@ -158,19 +221,26 @@ func replaceFile(t *testing.T, path, content string) {
 
 // runningServe is `syncmedic serve` run in-process by a test until the test ends.
 type runningServe struct {
-	Base string // http://127.0.0.1:port
-	Logs *testenv.LockedBuffer
-	done chan int
+	Base    string // http://127.0.0.1:port
+	Metrics string // where /metrics, /healthz and /readyz are: --metrics-addr's, else Base
+	Logs    *testenv.LockedBuffer
+	done    chan int
 }
 
 // startServeOn runs `serve --listen addr --log-format text args...` without in-cluster settings or
 // ARGOCD_AUTH_TOKEN from the environment, until the test ends (when it must stop within 15 s), and returns once
-// /healthz answers.
+// /healthz answers. Unless args name --flux-hmac-token-file or its opt-out, the Flux receiver gets fluxTokenArgs.
 func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 	t.Helper()
+	if !slices.Contains(args, "--flux-hmac-token-file") && !slices.Contains(args, "--flux-receiver-insecure-no-signature") {
+		args = append(fluxTokenArgs(t), args...)
+	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("ARGOCD_AUTH_TOKEN", "")
-	s := &runningServe{Base: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
+	s := &runningServe{Base: "http://" + addr, Metrics: "http://" + addr, Logs: &testenv.LockedBuffer{}, done: make(chan int, 1)}
+	if i := slices.Index(args, "--metrics-addr"); i >= 0 && i+1 < len(args) {
+		s.Metrics = "http://" + args[i+1]
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		s.done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "text"}, args...), &testenv.LockedBuffer{}, s.Logs)
@@ -187,11 +257,11 @@ func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 		if code, ok := s.exited(); ok {
 			t.Fatalf("serve exited with %d:\n%s", code, s.Logs)
 		}
-		if code, _ := get(s.Base + "/healthz"); code != http.StatusOK {
+		if code, _ := get(s.Metrics + "/healthz"); code != http.StatusOK {
 			return false
 		}
 		// This serve, not another server that took the address: serve's own metric.
-		_, metrics := get(s.Base + "/metrics")
+		_, metrics := get(s.Metrics + "/metrics")
 		return strings.Contains(metrics, "syncmedic_build_info")
 	}, 60*time.Second, 20*time.Millisecond, "serve never answered /healthz and /metrics on %s:\n%s", addr, s.Logs)
 	return s

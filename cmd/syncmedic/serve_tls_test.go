@@ -52,7 +52,7 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan int, 1)
 			args := append([]string{"serve", "--listen", addr, "--log-format", "text", "--state-file", filepath.Join(t.TempDir(), "state.json"),
-				"--argocd-server", tlsAddr, "--argocd-token-file", tokenFile}, tt.args...)
+				"--argocd-server", tlsAddr, "--argocd-token-file", tokenFile}, append(fluxTokenArgs(t), tt.args...)...)
 			go func() { done <- run(ctx, args, &testenv.LockedBuffer{}, logs) }()
 			defer func() {
 				cancel()
@@ -82,8 +82,8 @@ func TestServeTalksTLSToAnArgoCDServerWithASelfSignedCertificate(t *testing.T) {
 	})
 	t.Run("an unreadable --argocd-ca-file is a configuration error: exit 2 naming the flag", func(t *testing.T) {
 		var out, errb testenv.LockedBuffer
-		code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--argocd-server", tlsAddr,
-			"--argocd-ca-file", filepath.Join(t.TempDir(), "missing.crt")}, &out, &errb)
+		code := run(context.Background(), append([]string{"serve", "--listen", freeAddr(t), "--argocd-server", tlsAddr,
+			"--argocd-ca-file", filepath.Join(t.TempDir(), "missing.crt")}, fluxTokenArgs(t)...), &out, &errb)
 		require.Equal(t, exitUsage, code)
 		require.Contains(t, errb.String(), "--argocd-ca-file: open ")
 	})

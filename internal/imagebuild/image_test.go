@@ -128,7 +128,7 @@ func TestMakeImage(t *testing.T) {
 			require.Equal(t, "syncmedic "+version+" ("+runtime.Version()+", linux/amd64)\n", logs)
 		})
 		t.Run("syncmedic serve becomes Ready with the chart's security context", func(t *testing.T) {
-			pod := imagePod(ns, "serve", name, "serve", "--listen=:9292", "--log-format=text")
+			pod := imagePod(ns, "serve", name, "serve", "--listen=:9292", "--log-format=text", "--flux-receiver-insecure-no-signature")
 			pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 				RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
@@ -176,7 +176,7 @@ current-context: c
 			_, err := n.Clientset.CoreV1().ConfigMaps(ns).Create(context.Background(), kubeconfig, metav1.CreateOptions{})
 			require.NoError(t, err)
 			for _, how := range []struct{ name, kubeconfig string }{{"in-cluster", ""}, {"by-name", "/kubeconfig/kubeconfig"}} {
-				args := []string{"serve", "--listen=:9292", "--log-format=text"}
+				args := []string{"serve", "--listen=:9292", "--log-format=text", "--flux-receiver-insecure-no-signature"}
 				if how.kubeconfig != "" {
 					args = append(args, "--kubeconfig="+how.kubeconfig)
 				}

@@ -356,7 +356,7 @@ func logSyncmedic(t *testing.T, n *testenv.Node) {
 		return
 	}
 	for _, p := range pods.Items {
-		ready, err := core.Pods("syncmedic").ProxyGet("http", p.Name, "9292", "/readyz", map[string]string{"verbose": ""}).DoRaw(ctx)
+		ready, err := core.Pods("syncmedic").ProxyGet("http", p.Name, "9293", "/readyz", map[string]string{"verbose": ""}).DoRaw(ctx)
 		t.Logf("%s /readyz?verbose (%v):\n%s", p.Name, err, ready)
 		logs, err := core.Pods("syncmedic").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](300)}).DoRaw(ctx)
 		t.Logf("%s log (%v):\n%s", p.Name, err, logs)

@@ -235,10 +235,10 @@ func checkNothingLeft(t *testing.T, n *testenv.Node) {
 // metricLine is one sample of the Prometheus text format without labels' spaces: name{labels} value.
 var metricLine = regexp.MustCompile(`^(\S+) (\S+)$`)
 
-// podMetrics reads the Pod's /metrics on port 9292 through the apiserver's Pod proxy and returns the integer
+// podMetrics reads the Pod's /metrics on port 9293 (--metrics-addr) through the apiserver's Pod proxy and returns the integer
 // samples by series.
 func podMetrics(ctx context.Context, n *testenv.Node, p corev1.Pod) (map[string]int, error) {
-	b, err := n.Clientset.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "9292", "/metrics", nil).DoRaw(ctx)
+	b, err := n.Clientset.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "9293", "/metrics", nil).DoRaw(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,9 @@ type daemonProcess struct {
 func startDaemon(t *testing.T, bin string, args ...string) *daemonProcess {
 	t.Helper()
 	d := &daemonProcess{logs: &testenv.LockedBuffer{}, done: make(chan struct{}), addr: freeAddr(t)}
-	d.cmd = exec.Command(bin, append([]string{"serve", "--listen", d.addr, "--log-format", "text"}, args...)...)
+	token := filepath.Join(t.TempDir(), "flux-hmac-token") // serve runs no Flux receiver without one
+	require.NoError(t, os.WriteFile(token, []byte("reliability-hmac-token"), 0o600))
+	d.cmd = exec.Command(bin, append([]string{"serve", "--listen", d.addr, "--log-format", "text", "--flux-hmac-token-file", token}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	d.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

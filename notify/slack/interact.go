@@ -116,6 +116,9 @@ type InteractionOptions struct {
 	// SilenceDurations are the choices of the Silence… modal, the first preselected (default
 	// DefaultSilenceDurations); a submission of any other duration is refused in the modal.
 	SilenceDurations []time.Duration
+	// TeamID, when set, is the only workspace (team.id) whose interactions are acted on; any other is refused and
+	// logged.
+	TeamID string
 }
 
 // Interactions receives the clicks on incident messages and modals, from Socket Mode or the HTTP request URL.
@@ -168,6 +171,10 @@ type fixMeta struct {
 // Handle processes one interaction payload and returns the answer Slack gets at once (a view_submission's
 // response_action, or nil); the rest of the work goes on in the background.
 func (x *Interactions) Handle(cb slack.InteractionCallback) any {
+	if err := x.fromTeam(cb); err != nil {
+		x.o.Log.Warn("slack: interaction refused", "reason", err.Error(), "user", cb.User.ID)
+		return nil
+	}
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
 		for _, a := range cb.ActionCallback.BlockActions {

@@ -101,6 +101,11 @@ func (h *HTTPReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if err := h.x.fromTeam(cb); err != nil {
+		h.x.o.Log.Warn("slack: interaction refused", "reason", err.Error(), "user", cb.User.ID, "remote", r.RemoteAddr)
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	answer := h.x.Handle(cb)
 	if answer == nil {
 		w.WriteHeader(http.StatusOK)

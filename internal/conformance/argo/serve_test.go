@@ -264,7 +264,7 @@ func startServeDaemonAt(t *testing.T, app *testenv.RealHookApp, srv *fakeSlack, 
 	require.NoError(t, err)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	args := []string{"serve", "--listen", addr, "--log-format", "text", "--log-level", "debug",
-		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-watch=false",
+		"--kubeconfig", stack.Env.Kubeconfig, "--kube-checks=false", "--flux-watch=false", "--flux-hmac-token-file", write("flux-hmac-token", "hmac-"+token),
 		"--argocd-server", server, "--argocd-plaintext", "--argocd-token-file", write("argocd-token", token),
 		"--argocd-selector", app.Selector(), "--argocd-live-resync", "1s",
 		"--policy-file", write("policy.yaml", policy),

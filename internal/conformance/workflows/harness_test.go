@@ -67,7 +67,7 @@ func startServe(t *testing.T, env *testenv.Env, policy string) *daemon {
 	args := append([]string{"serve", "--listen", addr, "--log-format", "text", "--log-level", "debug",
 		"--kubeconfig", env.Kubeconfig, "--policy-file", write("policy.yaml", policy), "--state-file", filepath.Join(dir, "state.json"),
 		"--slack-token-file", write("slack-token", "xoxb-test"), "--slack-channel", "#gitops", "--slack-api-url", d.slack.GetAPIURL(),
-		"--kube-events=false"}, smallThresholds...)
+		"--kube-events=false", "--flux-hmac-token-file", write("flux-hmac-token", "hmac-workflows")}, smallThresholds...)
 	cmd := exec.Command(d.bin, args...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=")
