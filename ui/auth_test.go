@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -188,4 +189,30 @@ func TestUnauthorizedRequestsAreRateLimitedPerClient(t *testing.T) {
 	for range 2 * maxUnauthorizedPerMinute {
 		require.Equal(t, http.StatusOK, do(apiToken, "10.0.0.3").StatusCode, "valid requests are never limited")
 	}
+}
+
+func TestARotatedTokenFileIsReadAgainAndAnInvalidOneKeepsTheLastGoodTokens(t *testing.T) {
+	one, two := strings.Repeat("1", MinTokenLength), strings.Repeat("2", MinTokenLength)
+	content := "alice:" + one
+	var logs strings.Builder
+	hs, err := Handlers(Options{Incidents: fixtureIncidents, TokenSource: func() []byte { return []byte(content) },
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	code := func(token string) int {
+		req := httptest.NewRequest(http.MethodGet, IncidentsPath, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		hs[IncidentsPath].ServeHTTP(w, req)
+		return w.Code
+	}
+	require.Equal(t, http.StatusOK, code(one))
+	content = "alice:" + one + "\nbob:" + two
+	require.Equal(t, http.StatusOK, code(two), "a new line takes effect at the next request")
+	content = "alice:" + one + "\nbob:short"
+	require.Equal(t, http.StatusOK, code(two), "an invalid file keeps the last good tokens")
+	require.Equal(t, 1, strings.Count(logs.String(), "the changed token file is invalid"), logs.String())
+	require.Contains(t, logs.String(), `the token of \"bob\" (line 2) is 5 characters`)
+	require.NotContains(t, logs.String(), one, "no token is logged")
+	content = "alice:" + one
+	require.Equal(t, http.StatusUnauthorized, code(two), "bob's line removed")
 }
