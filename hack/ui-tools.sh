@@ -5,7 +5,8 @@
 #   - nodejs and npm (Debian packages) when npm is missing
 #   - `npm ci` in ui/extension (esbuild and, for the tests' host page only, React's UMD builds, pinned by
 #     package-lock.json) and `npm run build` into ui/extension/dist/extension-syncmedic.js (committed: go:embed serves
-#     it), when package.json, package-lock.json, src/ or the Node.js version changed (stamp: bin/.ui-extension.stamp)
+#     it), when package.json, package-lock.json, src/ or the Node.js version changed (stamp: bin/.ui-extension.stamp),
+#     and the digest the extension component pins (manifests/components/argocd-extension/extension.tar.sha256)
 # `hack/ui-tools.sh screenshots` then regenerates docs/screenshots/*.png from the browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,8 @@ stamp=$(cd "$EXT" && cat package.json package-lock.json $(find src -type f | LC_
 if [ ! -d "$EXT/node_modules" ] || [ ! -f "$EXT/dist/extension-syncmedic.js" ] || [ "$(cat "$BIN/.ui-extension.stamp" 2>/dev/null)" != "$stamp" ]; then
   log "npm ci and npm run build in ui/extension"
   (cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+  # The extension component pins the archive's sha256 (manifests/components/argocd-extension/extension.tar.sha256).
+  go test ./manifests -run '^TestTheExtensionComponentPinsTheArchiveServeServes$' -count=1 -update-digest >/dev/null
   echo "$stamp" >"$BIN/.ui-extension.stamp"
 fi
 

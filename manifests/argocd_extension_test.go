@@ -77,6 +77,9 @@ func TestArgoCDExtensionKeepsTheOtherExtensions(t *testing.T) {
 	installed := map[string]string{}
 	for _, c := range spec.InitContainers {
 		for _, m := range c.VolumeMounts {
+			if m.MountPath == "/etc/syncmedic-extension-digest" {
+				continue // the pinned digest (TestTheExtensionComponentPinsTheArchiveServeServes)
+			}
 			require.Equal(t, "/tmp/extensions/", m.MountPath, "installer %s", c.Name)
 			switch c.Name {
 			case "extension-metrics":

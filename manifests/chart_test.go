@@ -301,12 +301,14 @@ func TestChartValues(t *testing.T) {
 		},
 	}, {
 		name: "the incident API reads its token from the Secret and admits argocd-server as the kustomize component does",
-		set:  []string{"incidentAPI.enabled=true", "secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.apiToken=api"},
+		set:  []string{"incidentAPI.enabled=true", "secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.apiToken=api", "secrets.proxyToken=proxy"},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--api-token-file=/etc/syncmedic/secrets/api-token")
+			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--proxy-token-file=/etc/syncmedic/secrets/proxy-token")
 			var s corev1.Secret
 			convert(t, find(t, objs, "Secret", "syncmedic-secrets"), &s)
 			require.Equal(t, "api", s.StringData["api-token"])
+			require.Equal(t, "proxy", s.StringData["proxy-token"])
 			var chart, component networkingv1.NetworkPolicy
 			convert(t, find(t, objs, "NetworkPolicy", "syncmedic-argocd-extension"), &chart)
 			b, err := os.ReadFile(filepath.Join("components", "argocd-extension", "syncmedic", "networkpolicy.yaml"))
@@ -321,6 +323,7 @@ func TestChartValues(t *testing.T) {
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, arg := range deployment(t, objs).Spec.Template.Spec.Containers[0].Args {
 				require.NotContains(t, arg, "--api-token-file")
+				require.NotContains(t, arg, "--proxy-token-file")
 			}
 			for _, o := range objs {
 				require.NotEqual(t, "syncmedic-argocd-extension", o.GetName())
@@ -436,7 +439,7 @@ var everything = []string{
 	"image.repository=registry.example.com/team/syncmedic", "image.tag=v0.2.0", "image.pullPolicy=Always",
 	"imagePullSecrets[0].name=registry",
 	"replicas=3",
-	"secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.argocdToken=argo", "secrets.slackToken=xoxb", "secrets.apiToken=api",
+	"secrets.create=true", "secrets.fluxHmacToken=hmac", "secrets.argocdToken=argo", "secrets.slackToken=xoxb", "secrets.apiToken=api", "secrets.proxyToken=proxy",
 	"incidentAPI.enabled=true",
 	"argocd.server=argocd-server.argocd.svc:443", "argocd.tls.mode=ca", "argocd.tls.caSecret=argocd-ca", "argocd.grpcWeb=true",
 	"flux.namespace=gitops",

@@ -93,7 +93,7 @@ func TestTheChartNotesKeepTheArgoCDPolicyAndNameEverySecretKey(t *testing.T) {
 	notes := renderNotes(t, "argocd.server=argocd-server.argocd.svc:443", "slack.channel=#gitops", "incidentAPI.enabled=true")
 	require.Contains(t, notes, "policy.syncmedic-extension.csv: |")
 	require.NotContains(t, notes, " policy.csv:")
-	for _, key := range []string{"flux-hmac-token=", "argocd-token=", "slack-token=", "api-token="} {
+	for _, key := range []string{"flux-hmac-token=", "argocd-token=", "slack-token=", "api-token=", "proxy-token="} {
 		require.Contains(t, notes, "--from-", key)
 		require.Contains(t, notes, key)
 	}

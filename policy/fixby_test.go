@@ -24,6 +24,9 @@ func TestFixByEntriesAreValidated(t *testing.T) {
 		{"a Slack display name is refused: only the ID is stable", "slack:alice", false},
 		{"a Slack glob is refused", "slack:U*", false},
 		{"an empty Slack user group is refused", "slack-group:", false},
+		{"a named token is accepted", "token:alice", true},
+		{"a named token glob is refused", "token:a*", false},
+		{"an empty token name is refused", "token:", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,4 +78,34 @@ func TestMayFixTellsSlackClicksFromAPICallers(t *testing.T) {
 		require.False(t, SlackMayFix([]string{"*", "token", "user:alice"}))
 		require.False(t, SlackMayFix(nil))
 	})
+}
+
+func TestATokenEntryMatchesOnlyDirectCallersAndANamedOneOnlyItsHolder(t *testing.T) {
+	alice := Caller{Token: "alice", Via: ViaAPIToken}
+	bare := Caller{Via: ViaAPIToken}
+	proxied := Caller{Via: ViaArgoCDExtension}
+	proxiedAlice := Caller{User: "alice", Via: ViaArgoCDExtension}
+	tests := []struct {
+		name    string
+		fixBy   []string
+		caller  Caller
+		allowed string
+	}{
+		{"token:alice lets alice's token", []string{"token:alice"}, alice, "token:alice"},
+		{"token:alice does not let the bare token", []string{"token:alice"}, bare, ""},
+		{"token:alice does not let bob's token", []string{"token:alice"}, Caller{Token: "bob", Via: ViaAPIToken}, ""},
+		{"token:alice does not let the Argo CD user alice", []string{"token:alice"}, proxiedAlice, ""},
+		{"token lets every named token", []string{"token"}, alice, "token"},
+		{"token does not let a proxied request without a user count as the token holder", []string{"token"}, proxied, ""},
+		{"user:alice does not let alice's token", []string{"user:alice"}, alice, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			by, ok := MayFix(tt.fixBy, tt.caller)
+			require.Equal(t, tt.allowed != "", ok)
+			require.Equal(t, tt.allowed, by)
+		})
+	}
+	require.Equal(t, "token:alice via api-token", alice.String())
+	require.Equal(t, "the API token holder via api-token", bare.String())
 }

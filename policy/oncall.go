@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/syncmedic/syncmedic"
@@ -34,4 +36,43 @@ func validateWho(name string, patterns []string) []error {
 		errs = append(errs, errors.New(strings.Replace(err.Error(), ".fixBy[", name+"[", 1)))
 	}
 	return errs
+}
+
+// Warnings lists what in a valid policy lets people act who may not be who they say, or entries that can never
+// match, one sentence each naming the field and the fix; serve logs them when it loads the policy.
+func (p *Policy) Warnings() []string {
+	var out []string
+	if p.TrustProxyGroups {
+		out = append(out, "trustProxyGroups is on: group: entries match the Argocd-User-Groups header argocd-server forwards, "+
+			"which a browser can set itself whenever its user's token has no groups claim (local users, SSO without groups, "+
+			"anonymous access with users.anonymous.enabled in argocd-cm): keep anonymous access off and give every user a "+
+			"groups claim, or turn trustProxyGroups off and use user: entries")
+		return out
+	}
+	if e, ok := p.firstGroupEntry(); ok {
+		out = append(out, e+" matches nobody: group: entries match Argo CD groups only with trustProxyGroups: true "+
+			"(read its caveat in the README's policy section), use user: entries otherwise")
+	}
+	return out
+}
+
+// firstGroupEntry names the first "group:" entry of fixBy (defaults and rules), silenceBy and ackBy.
+func (p *Policy) firstGroupEntry() (string, bool) {
+	lists := map[string][]string{"defaults.fixBy": p.Defaults.FixBy, "silenceBy": p.SilenceBy, "ackBy": p.AckBy}
+	for id, r := range p.Rules {
+		lists["rules."+string(id)+".fixBy"] = r.FixBy
+	}
+	names := make([]string, 0, len(lists))
+	for name := range lists {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, e := range lists[name] {
+			if strings.HasPrefix(e, "group:") {
+				return name + " entry " + strconv.Quote(e), true
+			}
+		}
+	}
+	return "", false
 }

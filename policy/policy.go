@@ -118,6 +118,12 @@ type Policy struct {
 	// AckBy lists who may acknowledge (take) an incident, with fixBy's entries. Unset (the default): whoever may fix
 	// the incident's rule on demand or create silences; an empty list: nobody.
 	AckBy []string `json:"ackBy,omitempty"`
+	// TrustProxyGroups lets "group:" entries (fixBy, silenceBy, ackBy) match the groups argocd-server's proxy
+	// extension forwards (Argocd-User-Groups). Off by default: argocd-server sets that header only for users whose
+	// token has a groups claim, so a local user's or an anonymous browser's own header reaches syncmedic unchanged
+	// and can name any group. Turn it on only when every Argo CD user logs in through SSO with a groups claim and
+	// users.anonymous.enabled is off in argocd-cm.
+	TrustProxyGroups bool `json:"trustProxyGroups,omitempty"`
 }
 
 // DefaultPolicy notifies every rule and acts on none (every remedy is recorded as a dry-run).
@@ -148,7 +154,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p := DefaultPolicy()
 	var in Policy
 	if err := yaml.UnmarshalStrict(b, &in); err != nil {
-		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy and ackBy; see the README's policy section)", err)
+		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy, ackBy and trustProxyGroups; see the README's policy section)", err)
 	}
 	p.KillSwitch = in.KillSwitch
 	if in.ResolveAfter != 0 {
@@ -157,7 +163,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p.Defaults = p.Defaults.merge(in.Defaults)
 	p.Rules = in.Rules
 	p.Routes = in.Routes
-	p.SilenceBy, p.AckBy = in.SilenceBy, in.AckBy
+	p.SilenceBy, p.AckBy, p.TrustProxyGroups = in.SilenceBy, in.AckBy, in.TrustProxyGroups
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusNotFound, "no incident "+id)
 		return
 	}
-	c := caller(r.Header)
+	c := caller(r)
 	if ok, why := a.mayAck(inc, c); !ok {
 		a.o.Log.Info("acknowledgement refused", "incident", id, "who", c.String(), "why", why)
 		writeError(w, http.StatusForbidden, why)
@@ -76,11 +76,14 @@ func (a *api) find(r *http.Request, id string) (incident.Incident, bool) {
 	return incident.Incident{}, false
 }
 
-// callerName is how an acknowledgement or a silence records the caller: "argocd user alice", or "the API token
-// holder" (the groups and the way in are in the audit log, not in who took the incident).
+// callerName is how an acknowledgement or a silence records the caller: "argocd user alice", "token:alice" or "the
+// API token holder" (the groups and the way in are in the audit log, not in who took the incident).
 func callerName(c policy.Caller) string {
-	if c.User != "" {
+	switch {
+	case c.User != "":
 		return "argocd user " + c.User
+	case c.Token != "":
+		return policy.FixByToken + ":" + c.Token
 	}
 	return "the API token holder"
 }

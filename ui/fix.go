@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/syncmedic/syncmedic/policy"
 	"github.com/syncmedic/syncmedic/remedy"
 )
 
@@ -81,7 +80,7 @@ func (a *api) fix(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusNotFound, "no incident "+id)
 		return
 	}
-	c := caller(r.Header)
+	c := caller(r)
 	res, err := a.o.Fix(r.Context(), id, remedy.FixRequest{Caller: c, Confirm: req.Confirm})
 	out := Fix{APIVersion: APIVersion, Kind: "FixResult", FixResult: res, RequestedBy: c.String()}
 	if res.DryRun {
@@ -132,20 +131,4 @@ func (a *api) visible(r *http.Request, id string) bool {
 		}
 	}
 	return false
-}
-
-// caller names who asks: the Argo CD user and groups argocd-server's proxy extension forwards, or the holder of the
-// API token.
-func caller(h http.Header) policy.Caller {
-	user := strings.TrimSpace(h.Get(headerUsername))
-	if user == "" {
-		return policy.Caller{Via: "api-token"}
-	}
-	var groups []string
-	for _, g := range strings.Split(h.Get(headerGroups), ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			groups = append(groups, g)
-		}
-	}
-	return policy.Caller{User: user, Groups: groups, Via: "argocd-extension"}
 }

@@ -44,6 +44,7 @@ func (r *recordingRemedier) realCalls() int {
 }
 
 const fixPolicy = `
+trustProxyGroups: true
 defaults:
   rateLimit: {max: 1, window: 1h, backoff: 1m, maxBackoff: 1h}
 rules:
@@ -80,7 +81,7 @@ func newFixRig(t testing.TB) *fixRig {
 		}
 	}
 	fixer := remedy.NewFixer(stage, r.tr)
-	hs, err := Handlers(Options{Incidents: r.tr.Incidents, Token: []byte(apiToken), Fix: fixer.Fix, MayFix: fixer.MayFix, Changes: r.tr.Changes})
+	hs, err := Handlers(Options{Policy: func() *policy.Policy { return p }, Incidents: r.tr.Incidents, Token: []byte(apiToken), ProxyToken: []byte(proxyToken), Fix: fixer.Fix, MayFix: fixer.MayFix, Changes: r.tr.Changes})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for p, h := range hs {

@@ -11,7 +11,8 @@ import (
 const (
 	slackToken  = "xoxb-1111-2222-secretslacktoken"
 	argocdToken = "eyJhbGciOiJIUzI1NiJ9.argocd-secret-token"
-	apiToken    = "api-token-for-tests"
+	apiToken    = "api-token-for-tests-0123456789abcdef"
+	proxyToken  = "proxy-token-for-tests-0123456789abcdef"
 )
 
 var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)

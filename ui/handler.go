@@ -28,11 +28,18 @@ const (
 type Options struct {
 	// Incidents returns the tracker's incidents (Tracker.Incidents); it may return nil.
 	Incidents func() []incident.Incident
-	// Token is the bearer token every API request must carry. Required unless TokenSource is set.
+	// Token is the API token file's content: one bare token, or lines "<name>:<token>" (one person each, matched by
+	// "token:<name>" policy entries), each at least MinTokenLength characters. Required unless TokenSource is set.
 	Token []byte
-	// TokenSource, when set, returns the bearer token at each request instead of Token (a token file re-read when
-	// its Secret is updated in place).
+	// TokenSource, when set, returns the API token file's content at each request instead of Token (a token file
+	// re-read when its Secret is updated in place); a new content that is invalid leaves the previous tokens in force.
 	TokenSource func() []byte
+	// ProxyToken is the token argocd-server's proxy extension sends (one bare token, at least MinTokenLength
+	// characters, not an API token): only requests with it may carry Argo CD's identity and scope headers. Empty and
+	// ProxyTokenSource nil: no proxy extension, and any Argocd-* header is refused.
+	ProxyToken []byte
+	// ProxyTokenSource, when set, returns the proxy token at each request instead of ProxyToken.
+	ProxyTokenSource func() []byte
 	// Log receives one debug line per API request (never the token).
 	Log *slog.Logger
 	// Fix plans and applies an incident's remedy on a person's request (remedy.Fixer.Fix); nil: the API is read-only.
@@ -48,26 +55,26 @@ type Options struct {
 	// Silences keeps the silences (the Tracker); nil: no silence endpoints (501).
 	Silences SilenceAPI
 	// Policy returns the policy in force, whose ackBy and silenceBy decide who may acknowledge and silence (nil:
-	// nobody).
+	// nobody), and whose trustProxyGroups whether the groups the proxy extension forwards count.
 	Policy func() *policy.Policy
+
+	// now is the limiter's clock (tests); nil: time.Now.
+	now func() time.Time
 }
 
 // Handlers returns the API and page handlers keyed by the path to register them at (ServeMux patterns).
 func Handlers(o Options) (map[string]http.Handler, error) {
-	token := o.TokenSource
-	if token == nil {
-		fixed := o.Token
-		token = func() []byte { return fixed }
-	}
-	if len(token()) == 0 {
-		return nil, errors.New("the incident API needs a bearer token")
-	}
 	if o.Incidents == nil {
 		return nil, errors.New("the incident API needs the tracker's incidents")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	auth, err := newAuthenticator(o)
+	if err != nil {
+		return nil, err
+	}
+	authenticate := auth.wrap
 	if o.Changes == nil {
 		o.Changes = func() <-chan struct{} {
 			ch := make(chan struct{})
@@ -85,10 +92,10 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 		return nil, err
 	}
 	return map[string]http.Handler{
-		IncidentsPath:       authenticate(token, http.HandlerFunc(api.list)),
-		IncidentsPath + "/": authenticate(token, http.HandlerFunc(api.get)),
-		SilencesPath:        authenticate(token, http.HandlerFunc(api.silences)),
-		SilencesPath + "/":  authenticate(token, http.HandlerFunc(api.silence)),
+		IncidentsPath:       authenticate(http.HandlerFunc(api.list)),
+		IncidentsPath + "/": authenticate(http.HandlerFunc(api.get)),
+		SilencesPath:        authenticate(http.HandlerFunc(api.silences)),
+		SilencesPath + "/":  authenticate(http.HandlerFunc(api.silence)),
 		PagePath:            securityHeaders(http.StripPrefix(PagePath, http.FileServerFS(static))),
 		// The extension is public code, fetched by argocd-server's init container without a token.
 		ExtensionBundlePath:  serveBytes("text/javascript; charset=utf-8", extensionBundle),
@@ -164,7 +171,7 @@ func (a *api) decorate(r *http.Request) func(*Incident, incident.Incident) {
 // oncall fills, per incident, whether the caller of r may acknowledge and silence it (left nil when serve offers
 // neither).
 func (a *api) oncall(r *http.Request) func(v *Incident, inc incident.Incident) {
-	c := caller(r.Header)
+	c := caller(r)
 	return func(v *Incident, inc incident.Incident) {
 		if a.o.Policy == nil {
 			return
@@ -185,7 +192,7 @@ func (a *api) oncall(r *http.Request) func(v *Incident, inc incident.Incident) {
 
 // access says, per incident, whether the caller of r may fix it on demand (nil when serve offers no fix at all).
 func (a *api) access(r *http.Request) func(incident.Incident) *FixAccess {
-	c := caller(r.Header)
+	c := caller(r)
 	return func(inc incident.Incident) *FixAccess {
 		if a.o.Fix == nil || a.o.MayFix == nil || inc.Finding.Remedy.Action == syncmedic.ActionNone {
 			return nil

@@ -31,7 +31,7 @@ func golden(t *testing.T, name string, got []byte) {
 // newServer serves the handlers the way serve does: on one ServeMux, with the fixture incidents.
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	hs, err := Handlers(Options{Incidents: fixtureIncidents, Token: []byte(apiToken)})
+	hs, err := Handlers(Options{Incidents: fixtureIncidents, Token: []byte(apiToken), ProxyToken: []byte(proxyToken)})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for p, h := range hs {
@@ -59,10 +59,10 @@ func get(t *testing.T, srv *httptest.Server, method, path string, header http.He
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
 
-// viaArgoCD is what argocd-server's proxy extension sends: the configured Authorization header and the
-// Application the user is looking at.
+// viaArgoCD is what argocd-server's proxy extension sends: the configured Authorization header (the proxy token),
+// the Application the user is looking at and the user.
 func viaArgoCD(app, project string) http.Header {
-	h := bearer(apiToken)
+	h := bearer(proxyToken)
 	h.Set("Argocd-Application-Name", app)
 	h.Set("Argocd-Project-Name", project)
 	h.Set("Argocd-Username", "alice")
@@ -170,7 +170,7 @@ func TestIncidentAPIRefuses(t *testing.T) {
 		{"a request with a wrong token is unauthorized", http.MethodGet, IncidentsPath, bearer("guess"), http.StatusUnauthorized, "bearer token is required"},
 		{"a request with the token as basic auth is unauthorized", http.MethodGet, IncidentsPath, http.Header{"Authorization": {"Basic " + apiToken}}, http.StatusUnauthorized, "bearer token"},
 		{"Argo CD headers without the token are unauthorized", http.MethodGet, IncidentsPath, http.Header{"Argocd-Application-Name": {"argocd:checkout"}, "Argocd-Project-Name": {"payments"}}, http.StatusUnauthorized, "bearer token"},
-		{"an application header without a project is a bad request", http.MethodGet, IncidentsPath, http.Header{"Authorization": {"Bearer " + apiToken}, "Argocd-Application-Name": {"argocd:checkout"}}, http.StatusBadRequest, "must be given together"},
+		{"an application header without a project is a bad request", http.MethodGet, IncidentsPath, http.Header{"Authorization": {"Bearer " + proxyToken}, "Argocd-Application-Name": {"argocd:checkout"}}, http.StatusBadRequest, "must be given together"},
 		{"an application header without a namespace is a bad request", http.MethodGet, IncidentsPath, viaArgoCD("checkout", "payments"), http.StatusBadRequest, "namespace:name"},
 		{"an unknown query parameter is a bad request", http.MethodGet, IncidentsPath + "?application=checkout", bearer(apiToken), http.StatusBadRequest, `unknown query parameter "application"`},
 		{"an unknown state is a bad request", http.MethodGet, IncidentsPath + "?state=closed", bearer(apiToken), http.StatusBadRequest, `state "closed"`},
@@ -242,7 +242,7 @@ func TestHandlersNeedTokenAndIncidents(t *testing.T) {
 		o    Options
 		err  string
 	}{
-		{"without a token the API is not served", Options{Incidents: fixtureIncidents}, "bearer token"},
+		{"without a token the API is not served", Options{Incidents: fixtureIncidents}, "needs an API token"},
 		{"without incidents the API is not served", Options{Token: []byte(apiToken)}, "incidents"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 const onCallPolicy = `
 rules:
   argocd/hook-finalizer-stuck: {fixBy: ["group:sre"]}
+trustProxyGroups: true
 silenceBy: ["group:oncall", "token"]
 `
 
@@ -41,6 +42,12 @@ func (r *recorded) Publish(ev incident.Event) { r.kinds = append(r.kinds, ev.Kin
 
 func newOnCallRig(t *testing.T, policyYAML string) *onCallRig {
 	t.Helper()
+	return newOnCallRigWithTokens(t, policyYAML, apiToken)
+}
+
+// newOnCallRigWithTokens is newOnCallRig with tokens as the API token file's content.
+func newOnCallRigWithTokens(t *testing.T, policyYAML, tokens string) *onCallRig {
+	t.Helper()
 	p, err := policy.LoadPolicy([]byte(policyYAML))
 	require.NoError(t, err)
 	r := &onCallRig{clock: testclock.New(), evs: &recorded{}, leading: true}
@@ -58,7 +65,7 @@ func newOnCallRig(t *testing.T, policyYAML string) *onCallRig {
 			r.billing = inc.ID
 		}
 	}
-	hs, err := Handlers(Options{Incidents: r.tr.Incidents, Token: []byte(apiToken), Acknowledge: r.tr.Acknowledge, Silences: r.tr,
+	hs, err := Handlers(Options{Incidents: r.tr.Incidents, Token: []byte(tokens), ProxyToken: []byte(proxyToken), Acknowledge: r.tr.Acknowledge, Silences: r.tr,
 		Policy: func() *policy.Policy { return p }})
 	require.NoError(t, err)
 	mux := http.NewServeMux()

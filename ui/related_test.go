@@ -34,7 +34,7 @@ func rolloutIncident() incident.Incident {
 // holder's name in another namespace or project.
 func TestARolloutIsShownToTheApplicationThatHoldsIt(t *testing.T) {
 	incs := append(fixtureIncidents(), rolloutIncident())
-	hs, err := Handlers(Options{Incidents: func() []incident.Incident { return incs }, Token: []byte(apiToken)})
+	hs, err := Handlers(Options{Incidents: func() []incident.Incident { return incs }, Token: []byte(apiToken), ProxyToken: []byte(proxyToken)})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for p, h := range hs {

@@ -68,7 +68,7 @@ func (a *api) createSilence(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := caller(r.Header)
+	c := caller(r)
 	if !a.maySilence(w, c) {
 		return
 	}
@@ -104,7 +104,7 @@ func (a *api) silence(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodDelete:
-		c := caller(r.Header)
+		c := caller(r)
 		if !a.maySilence(w, c) {
 			return
 		}

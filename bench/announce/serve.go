@@ -54,7 +54,7 @@ func startServe(t testing.TB, bin string, stack *testenv.RealArgoCD, policy, sla
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	s := &serveProc{addr: l.Addr().String(), apiToken: "bench-api-token", logPath: filepath.Join(dir, "serve.log"),
+	s := &serveProc{addr: l.Addr().String(), apiToken: "bench-api-token-0123456789abcdef0123", logPath: filepath.Join(dir, "serve.log"),
 		done: make(chan struct{})}
 	_ = l.Close()
 	args := []string{"serve", "--listen", s.addr, "--log-format", "text", "--log-level", "info",

@@ -104,7 +104,7 @@ func TestArgoCDHookFinalizersAreLeftToTheArgoCDRules(t *testing.T) {
 	}
 	for _, tt := range serves {
 		t.Run("serve: "+tt.name, func(t *testing.T) {
-			token := "api-" + strings.ReplaceAll(t.Name(), "/", "-")
+			token := testToken("api-" + strings.ReplaceAll(t.Name(), "/", "-"))
 			args := append([]string{"--kubeconfig", env.Kubeconfig,
 				"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
 				"--flux-watch=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s", "--kube-events=false"}, tt.argo...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -70,7 +71,15 @@ func newPolicyHolder(ctx context.Context, o *serveOptions, kube kubernetes.Inter
 	}
 	h.cur.Store(p)
 	log.Info("policy loaded", "source", h.source, "killSwitch", p.KillSwitch, "resolveAfter", p.ResolveAfter)
+	h.warn(p)
 	return h, nil
+}
+
+// warn logs what the policy lets happen that its author may not expect (policy.Warnings).
+func (h *policyHolder) warn(p *policy.Policy) {
+	for _, w := range p.Warnings() {
+		h.log.Warn("policy: "+w, "source", h.source)
+	}
 }
 
 // Get returns the policy in force.
@@ -95,6 +104,9 @@ func (h *policyHolder) reload(ctx context.Context) error {
 			continue
 		}
 		old := h.cur.Swap(p)
+		if !slices.Equal(old.Warnings(), p.Warnings()) {
+			h.warn(p)
+		}
 		if old.KillSwitch != p.KillSwitch {
 			h.log.Warn("kill switch changed", "killSwitch", p.KillSwitch, "source", h.source)
 		}

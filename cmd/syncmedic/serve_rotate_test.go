@@ -82,10 +82,11 @@ func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
 	})
 	proxy := testenv.NewProxy(t, argo.Addr)
 	viewer := argo.Token(t, "viewer")
-	secret := newMountedSecret(t, map[string]string{"argocd-token": viewer, "api-token": "api-token-one"})
+	apiOne, apiTwo, proxyOne, proxyTwo := testToken("api-one"), testToken("api-two"), testToken("proxy-one"), testToken("proxy-two")
+	secret := newMountedSecret(t, map[string]string{"argocd-token": viewer, "api-token": apiOne, "proxy-token": proxyOne})
 	srv := startServe(t, "--state-file", filepath.Join(t.TempDir(), "state.json"),
 		"--argocd-server", proxy.Addr(), "--argocd-plaintext", "--argocd-token-file", secret.path("argocd-token"),
-		"--api-token-file", secret.path("api-token"))
+		"--api-token-file", secret.path("api-token"), "--proxy-token-file", secret.path("proxy-token"))
 	base, logs := srv.Base, srv.Logs
 	var code int
 	var body string
@@ -94,14 +95,19 @@ func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(body, "argocd: ok")
 	}, 60*time.Second, 100*time.Millisecond, "last /readyz: %d %s\nlogs:\n%s", code, body, logs)
 	incidents := base + "/api/v1/incidents"
-	require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-one"))
+	require.Equal(t, http.StatusOK, getWithToken(t, incidents, apiOne))
+	require.Equal(t, http.StatusBadRequest, getWithToken(t, incidents, proxyOne), "the proxy token is taken (and needs the Argocd-* headers)")
 
 	blind := argo.Token(t, "blind")
-	secret.update(map[string]string{"argocd-token": blind, "api-token": "api-token-two"})
+	secret.update(map[string]string{"argocd-token": blind, "api-token": apiTwo, "proxy-token": proxyTwo})
 
 	t.Run("the incident API takes the new token and refuses the old one", func(t *testing.T) {
-		require.Equal(t, http.StatusOK, getWithToken(t, incidents, "api-token-two"))
-		require.Equal(t, http.StatusUnauthorized, getWithToken(t, incidents, "api-token-one"))
+		require.Equal(t, http.StatusOK, getWithToken(t, incidents, apiTwo))
+		require.Equal(t, http.StatusUnauthorized, getWithToken(t, incidents, apiOne))
+	})
+	t.Run("the proxy token too", func(t *testing.T) {
+		require.Equal(t, http.StatusBadRequest, getWithToken(t, incidents, proxyTwo))
+		require.Equal(t, http.StatusUnauthorized, getWithToken(t, incidents, proxyOne))
 	})
 	t.Run("the Argo CD watch re-opened after a cut calls with the new token", func(t *testing.T) {
 		proxy.Cut()
@@ -112,7 +118,7 @@ func TestServeReadsRotatedTokensWithoutARestart(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "a pod that served stays ready: %s", body)
 	})
 	t.Run("a token that may read again makes the watch work again, still without a restart", func(t *testing.T) {
-		secret.update(map[string]string{"argocd-token": argo.Token(t, "viewer"), "api-token": "api-token-two"})
+		secret.update(map[string]string{"argocd-token": argo.Token(t, "viewer"), "api-token": apiTwo, "proxy-token": proxyTwo})
 		require.Eventually(t, func() bool {
 			code, body = get(base + "/readyz")
 			return strings.Contains(body, "argocd: ok")

@@ -32,7 +32,7 @@ silenceBy: ["token"]
 // nor remedied. When the silence ends, on the tracker's own clock, the still-open incident is announced, and the
 // next evaluation remedies it.
 func TestASilenceFromTheAPIHoldsBackAnnouncementAndRemedyUntilItEnds(t *testing.T) {
-	token := "api-token-for-the-silence-test"
+	token := testToken("api-token-for-the-silence-test")
 	env, slack, argo, r := startOnCallServe(t, token, writeFile(t, "policy.yaml", silencePolicy), "--argocd-live-resync", "2s")
 	s := &uiServe{Base: r.Base, Token: token, Logs: r.Logs}
 	require.Eventually(t, func() bool { code, _ := get(s.Base + "/readyz"); return code == http.StatusOK }, 60*time.Second, 50*time.Millisecond, s.Logs.String())

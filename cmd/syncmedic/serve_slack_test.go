@@ -39,7 +39,7 @@ silenceBy: ["slack:U0ALICE"]
 // however often it is clicked (one thread reply, the incident API names them) and their Silence… creates the
 // silence of this incident, which the API shows; nothing is done to the object.
 func TestAcknowledgeAndSilenceFromSlackThroughServe(t *testing.T) {
-	token := "api-token-for-the-slack-test"
+	token := testToken("api-token-for-the-slack-test")
 	env, slack, argo, r := startOnCallServe(t, token, writeFile(t, "policy.yaml", slackOnCallPolicy),
 		"--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))
 	require.NoError(t, slack.WaitSocket(time.Minute), "the leader opens the Socket Mode connection: %s", r.Logs)
@@ -181,7 +181,7 @@ silenceBy: ["slack:U0ALICE", "token"]
 // announced nor remedied while the silence lasts. When the silence ends (expired through the API) the still-open
 // incident is announced and remedied unattended.
 func TestASilenceFromSlackHoldsBackASecondMatchingIncidentUntilItEnds(t *testing.T) {
-	token := "api-token-for-the-slack-silence-test"
+	token := testToken("api-token-for-the-slack-silence-test")
 	policyFile := writeFile(t, "policy.yaml", slackSilencePolicy)
 	env, slack, argo, r := startOnCallServe(t, token, policyFile, "--policy-reload-interval", "1s", "--argocd-live-resync", "2s",
 		"--slack-app-token-file", writeFile(t, "app-token", slackrec.AppToken+"\n"))

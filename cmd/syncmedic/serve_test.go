@@ -121,6 +121,10 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 		{"leader election needs a cluster", []string{"--leader-elect"}, "--leader-elect needs a cluster"},
 		{"a bot token needs a channel", []string{"--slack-token-file", writeFile(t, "t", "xoxb-1")}, "--slack-token-file needs --slack-channel"},
 		{"a malformed ConfigMap reference", []string{"--policy-configmap", "just-a-name"}, "want namespace/name"},
+		{"a short API token", []string{"--api-token-file", writeFile(t, "api", "s3cret\n")},
+			"ui: API token file: the token is 6 characters, want at least 32: write a random one with openssl rand -hex 32"},
+		{"a short proxy token", []string{"--api-token-file", writeFile(t, "api", testToken("api")), "--proxy-token-file", writeFile(t, "proxy", "s3cret")},
+			"ui: proxy token file: the proxy token is 6 characters, want at least 32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -208,6 +212,26 @@ func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
 		return bytes.Contains([]byte(logs.String()), []byte("the previous policy stays in force"))
 	}, 5*time.Second, 10*time.Millisecond)
 	require.True(t, h.Get().KillSwitch)
+}
+
+func TestPolicyWarningsAreLoggedAtLoadAndWhenTheyChange(t *testing.T) {
+	file := writeFile(t, "policy.yaml", "trustProxyGroups: true\nsilenceBy: [\"group:sre\"]\n")
+	var logs testenv.LockedBuffer
+	log, err := newLogger("json", "info", &logs)
+	require.NoError(t, err)
+	h, err := newPolicyHolder(context.Background(), &serveOptions{policyFile: file, policyReload: 10 * time.Millisecond}, nil, log)
+	require.NoError(t, err)
+	require.Contains(t, logs.String(), `"level":"WARN","msg":"policy: trustProxyGroups is on: group: entries match the Argocd-User-Groups header`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.reload(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	replaceFile(t, file, "silenceBy: [\"group:sre\"]\n")
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `policy: silenceBy entry \"group:sre\" matches nobody`)
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, strings.Count(logs.String(), `"level":"WARN"`), "a reload with the same warnings logs none")
 }
 
 // replaceFile swaps path's content atomically, as the kubelet updates a mounted ConfigMap: a reader never sees a

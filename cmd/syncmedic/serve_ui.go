@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/pflag"
 
@@ -12,7 +13,8 @@ import (
 
 // uiOptions are the flags of the incident API and page.
 type uiOptions struct {
-	tokenFile string
+	tokenFile      string
+	proxyTokenFile string
 }
 
 func init() {
@@ -21,8 +23,12 @@ func init() {
 		name: "ui",
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&o.tokenFile, "api-token-file", "", "file holding the bearer token of the incident API ("+ui.IncidentsPath+
-				") and page ("+ui.PagePath+"); both are off without it. The Argo CD proxy extension sends it from argocd-secret. "+
+				") and page ("+ui.PagePath+"); both are off without it. One token, or one line <name>:<token> per person (policy "+
+				"entries token:<name>); each at least "+strconv.Itoa(ui.MinTokenLength)+" characters. "+
 				"The API is read-only unless the policy's fixBy, ackBy or silenceBy lets someone fix, acknowledge or silence")
+			fs.StringVar(&o.proxyTokenFile, "proxy-token-file", "", "file holding the bearer token Argo CD's proxy extension sends from "+
+				"argocd-secret (at least "+strconv.Itoa(ui.MinTokenLength)+" characters, not an API token): only requests with it may "+
+				"name an Argo CD user and application (Argocd-* headers); without it the extension cannot call the API")
 		},
 		start: func(_ context.Context, d serveDeps) (serveParts, error) { return startUI(d, o) },
 	})
@@ -39,8 +45,18 @@ func startUI(d serveDeps, o *uiOptions) (serveParts, error) {
 	if err != nil {
 		return serveParts{}, fmt.Errorf("%w: write a random token into it (openssl rand -hex 32)", err)
 	}
-	hs, err := ui.Handlers(ui.Options{Incidents: d.Incidents, TokenSource: func() []byte { return []byte(token.Value()) }, Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes,
-		Acknowledge: d.OnCall.Acknowledge, Silences: d.OnCall, Policy: d.Policy})
+	uo := ui.Options{Incidents: d.Incidents, TokenSource: func() []byte { return []byte(token.Value()) }, Log: log, Fix: d.Fix, MayFix: d.MayFix, Changes: d.Changes,
+		Acknowledge: d.OnCall.Acknowledge, Silences: d.OnCall, Policy: d.Policy}
+	if o.proxyTokenFile != "" {
+		proxy, err := secretfile.Open("--proxy-token-file", o.proxyTokenFile)
+		if err != nil {
+			return serveParts{}, fmt.Errorf("%w: write a random token into it (openssl rand -hex 32) and the same into argocd-secret (the README's Argo CD extension section)", err)
+		}
+		uo.ProxyTokenSource = func() []byte { return []byte(proxy.Value()) }
+	} else {
+		log.Info("no --proxy-token-file: requests through Argo CD's proxy extension are refused (they carry Argocd-* headers)")
+	}
+	hs, err := ui.Handlers(uo)
 	if err != nil {
 		return serveParts{}, err
 	}

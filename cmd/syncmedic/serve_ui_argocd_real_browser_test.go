@@ -111,7 +111,7 @@ func TestArgoCDExtensionInArgoCDsOwnUIInChromium(t *testing.T) {
 
 // testExtensionInArgoCDsOwnUI is TestArgoCDExtensionInArgoCDsOwnUIInChromium on one Argo CD version.
 func testExtensionInArgoCDsOwnUI(t *testing.T, env *testenv.Env, version string) {
-	token := "api-token-for-the-real-argocd-ui"
+	token := testToken("api-token-for-the-real-argocd-ui")
 
 	cms, _ := argoCDInstallWithExtension(t)
 	// extensionConfig is the component's extension.config entries with its in-cluster Service URL pointed at base.
@@ -146,7 +146,7 @@ func testExtensionInArgoCDsOwnUI(t *testing.T, env *testenv.Env, version string)
 	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version, UI: &testenv.ArgoCDUIOptions{
 		Extensions: extensions,
 		Settings:   settings,
-		Secrets:    map[string]string{"syncmedic.api.authorization": "Bearer " + token},
+		Secrets:    map[string]string{"syncmedic.proxy.authorization": "Bearer " + proxyTokenOf(token)},
 		// Both users see every application and may invoke the extension; only alice is in the policy's fixBy.
 		Policy:    append(policy, "g, alice, role:readonly", "g, bob, role:readonly"),
 		CmdParams: params,
@@ -156,7 +156,7 @@ func testExtensionInArgoCDsOwnUI(t *testing.T, env *testenv.Env, version string)
 	// v2.14.21 never leaves the hook finalizer, so serve looks for one only when told to (the leftover of a v2.14.3
 	// before the upgrade); v3.x may leave it (auto looks there anyway).
 	serve := startServe(t, "--kubeconfig", env.Kubeconfig, "--kube-checks=false", "--flux-watch=false", "--kube-events=false", "--argocd-hook-leak-check", "always",
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"), "--proxy-token-file", writeFile(t, "proxy-token", proxyTokenOf(token)),
 		"--argocd-server", stack.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", stack.AdminToken(t)),
 		"--argocd-selector", app.Selector(), "--argocd-live-resync", "1s", "--policy-file", writeFile(t, "policy.yaml", realUIFixPolicy))
 	us := &uiServe{Base: serve.Base, Token: token, Logs: serve.Logs}

@@ -36,9 +36,9 @@ type uiServe struct {
 // ends.
 func startUIServe(t *testing.T, env *testenv.Env) *uiServe {
 	t.Helper()
-	token := "api-" + strings.ReplaceAll(t.Name(), "/", "-")
+	token := testToken("api-" + strings.ReplaceAll(t.Name(), "/", "-"))
 	r := startServe(t, "--kubeconfig", env.Kubeconfig,
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"), "--proxy-token-file", writeFile(t, "proxy-token", proxyTokenOf(token)),
 		"--flux-watch=false", "--kube-stuck-kinds", "jobs.batch", "--terminating-threshold", "1s", "--kube-events=false")
 	s := &uiServe{Base: r.Base, Token: token, Logs: r.Logs}
 	t.Cleanup(func() { require.NotContains(t, s.Logs.String(), s.Token, "serve logged the API token") })
@@ -104,8 +104,8 @@ func contains(list []string, s string) bool {
 }
 
 // argoCDInstallWithExtension builds the extension component over a minimal Argo CD install (the ConfigMaps and the
-// argocd-server Deployment it patches) with kustomize, and returns the resulting ConfigMaps' data by name and the
-// argocd-server Deployment.
+// argocd-server Deployment it patches) with kustomize, and returns the resulting ConfigMaps' data by name (Argo CD's,
+// not the component's own digest) and the argocd-server Deployment.
 func argoCDInstallWithExtension(t *testing.T) (map[string]map[string]string, *unstructured.Unstructured) {
 	t.Helper()
 	dir := t.TempDir()
@@ -142,6 +142,9 @@ spec:
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cm))
+			if strings.HasPrefix(cm.Name, "syncmedic-extension-digest-") {
+				continue // the component's own: the bundle's pinned digest
+			}
 			require.Equal(t, "kept", cm.Data["existing"], "the component must not replace %s's own settings", cm.Name)
 			cms[cm.Name] = cm.Data
 		case "Deployment":
@@ -185,7 +188,7 @@ func TestArgoCDProxyExtensionReachesTheIncidentAPI(t *testing.T) {
 		// alice is a read-only user; bob may see every application but has no extensions line.
 		Policy:         append(policy, "g, alice, role:readonly", "p, role:viewer, applications, get, */*, allow", "g, bob, role:viewer"),
 		Settings:       settings,
-		Secrets:        map[string]string{"syncmedic.api.authorization": "Bearer " + serve.Token},
+		Secrets:        map[string]string{"syncmedic.proxy.authorization": "Bearer " + proxyTokenOf(serve.Token)},
 		ProxyExtension: true,
 	})
 	argo.CreateApplication(t, argo.NewApplication(checkout, ns))
@@ -283,6 +286,7 @@ func TestArgoCDExtensionComponents(t *testing.T) {
 		}
 		require.Contains(t, env, "SYNCMEDIC_API_TOKEN_FILE")
 		require.Contains(t, env, "/etc/syncmedic/secrets/api-token")
+		require.Contains(t, env, "name:SYNCMEDIC_PROXY_TOKEN_FILE value:/etc/syncmedic/secrets/proxy-token", "argocd-server's own token")
 		require.Contains(t, env, "SYNCMEDIC_ARGOCD_SERVER", "the base's own variables are kept")
 		require.NotNil(t, policy)
 		require.Equal(t, "syncmedic", policy.GetNamespace())

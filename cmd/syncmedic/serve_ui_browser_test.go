@@ -123,7 +123,7 @@ func TestIncidentPageInChromium(t *testing.T) {
 // extensionHost serves ui/extension/testdata/host.html — a stand-in for Argo CD's application view that provides
 // React, ReactDOM and the documented window.extensionsAPI — with the bundle serve hands out, and forwards
 // /extensions/syncmedic/ to serve the way argocd-server's proxy extension does (prefix stripped, the configured
-// Authorization header set; the Argocd-Application-Name and Argocd-Project-Name headers come from the extension). It
+// Authorization header set to the proxy token; the Argocd-Application-Name and Argocd-Project-Name headers come from the extension). It
 // counts the live streams (?watch=true) the page opens.
 func extensionHost(t *testing.T, serve *uiServe) *extHost {
 	t.Helper()
@@ -143,7 +143,7 @@ func extensionHost(t *testing.T, serve *uiServe) *extHost {
 		director(r)
 		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/extensions/syncmedic")
 		r.Header.Del("Cookie")
-		r.Header.Set("Authorization", "Bearer "+serve.Token)
+		r.Header.Set("Authorization", "Bearer "+proxyTokenOf(serve.Token))
 		r.Header.Set("Argocd-Username", "alice")
 	}
 	file := func(path, contentType string) http.HandlerFunc {

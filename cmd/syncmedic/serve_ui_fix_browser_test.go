@@ -42,7 +42,7 @@ func TestFixButtonsInChromium(t *testing.T) {
 	pageJob := leakedHook(t, argo, "page-checkout")
 	// hand-written state: see leakedHook (second app).
 	extJob := leakedHook(t, argo, "ext-checkout")
-	serve := startFixServe(t, env, argo, browserFixPolicy, freeAddr(t), "api-token-for-the-browser-fix-test")
+	serve := startFixServe(t, env, argo, browserFixPolicy, freeAddr(t), testToken("api-token-for-the-browser-fix-test"))
 	serve.waitIncidents(t, pageJob.Namespace, pageJob.Namespace+"/"+pageJob.Name)
 	serve.waitIncidents(t, extJob.Namespace, extJob.Namespace+"/"+extJob.Name)
 	gone := func(job *batchv1.Job) bool {

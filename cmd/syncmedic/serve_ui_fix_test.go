@@ -24,11 +24,12 @@ import (
 	"github.com/syncmedic/syncmedic/ui"
 )
 
-// fixOnDemandPolicy lets the Argo CD user alice fix a held hook finalizer on demand; nobody else may, and nothing
+// fixOnDemandPolicy lets the Argo CD user alice fix a held hook finalizer on demand (its group entry counts for
+// nobody: the policy does not trust the groups argocd-server forwards); nobody else may, and nothing
 // is done unattended.
 const fixOnDemandPolicy = `resolveAfter: 1
 rules:
-  argocd/hook-finalizer-stuck: {mode: notify, threshold: 1s, fixBy: ["user:alice"]}
+  argocd/hook-finalizer-stuck: {mode: notify, threshold: 1s, fixBy: ["user:alice", "group:sre"]}
 `
 
 // fixServe is a running serve watching the in-process argocd-server, with the incident API on.
@@ -41,7 +42,7 @@ type fixServe struct {
 func startFixServe(t *testing.T, env *testenv.Env, argo *testenv.ArgoCDServer, policy, addr, token string) *fixServe {
 	t.Helper()
 	r := startServeOn(t, addr, "--kubeconfig", env.Kubeconfig,
-		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"),
+		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--api-token-file", writeFile(t, "api-token", token+"\n"), "--proxy-token-file", writeFile(t, "proxy-token", proxyTokenOf(token)),
 		"--argocd-server", argo.Addr, "--argocd-plaintext", "--argocd-token-file", writeFile(t, "argocd-token", argo.Token(t, "syncmedic")),
 		"--policy-file", writeFile(t, "policy.yaml", policy), "--flux-watch=false", "--kube-events=false",
 		// No periodic re-read of live state during the test: an incident a fix resolved resolves because serve
@@ -85,7 +86,7 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		}
 	}
 	// argocd-server reads the extension's backend when it starts: serve's address and token are chosen first.
-	addr, token := freeAddr(t), "api-token-for-the-fix-test"
+	addr, token := freeAddr(t), testToken("api-token-for-the-fix-test")
 	for k, v := range cms["argocd-cm"] {
 		if strings.HasPrefix(k, "extension.config") {
 			settings[k] = strings.ReplaceAll(v, "http://syncmedic.syncmedic.svc.cluster.local:9292", "http://"+addr)
@@ -99,7 +100,7 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 			"p, role:syncmedic, applications, get, */*, allow", "p, role:syncmedic, applications, update, */*, allow", "g, syncmedic, role:syncmedic"),
 		Settings:       settings,
 		ProxyExtension: true,
-		Secrets:        map[string]string{"syncmedic.api.authorization": "Bearer " + token},
+		Secrets:        map[string]string{"syncmedic.proxy.authorization": "Bearer " + proxyTokenOf(token)},
 	})
 	// hand-written state: see leakedHook. The in-process argocd-server has no application-controller: the
 	// finished operation and the hook it leaked are written as leakedHook says. What this test proves is the path of a person's fix, which is all real.
@@ -142,6 +143,22 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, code, body)
 		require.Contains(t, body, "argocd user carol")
 		require.Contains(t, body, "not in fixBy")
+	})
+	t.Run("carol's browser naming her alice and group sre is still carol", func(t *testing.T) {
+		// argocd-server sets Argocd-Username for a logged-in user over the browser's; a local user has no groups
+		// claim, so the browser's Argocd-User-Groups passes, and serve does not count it (no trustProxyGroups).
+		h := viaArgoCD(carol)
+		h.Set("Argocd-Username", "alice")
+		h.Set("Argocd-User-Groups", "sre")
+		code, body := postJSON(t, fixURL, `{}`, h)
+		require.Equal(t, http.StatusForbidden, code, body)
+		require.Contains(t, body, "policy: argocd user carol via argocd-extension is not in fixBy (user:alice, group:sre)")
+	})
+	t.Run("the API token with Argo CD's headers is refused by serve itself", func(t *testing.T) {
+		h := http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}, "Argocd-Username": {"alice"}}
+		code, body := postJSON(t, serve.Base+ui.IncidentsPath+"/"+inc.ID+ui.FixSuffix, `{}`, h)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Contains(t, body, "header Argocd-Username is honoured only on requests argocd-server's proxy extension sends with the proxy token")
 	})
 	var plan ui.Fix
 	t.Run("alice gets the plan first, and it changes nothing", func(t *testing.T) {

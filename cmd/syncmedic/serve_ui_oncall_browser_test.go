@@ -40,7 +40,7 @@ func TestAcknowledgeAndSilenceInChromium(t *testing.T) {
 	pageJob := leakedHook(t, argo, "oncall-page")
 	// hand-written state: see leakedHook (second app).
 	extJob := leakedHook(t, argo, "oncall-ext")
-	serve := startFixServe(t, env, argo, browserOnCallPolicy, freeAddr(t), "api-token-for-the-browser-oncall-test")
+	serve := startFixServe(t, env, argo, browserOnCallPolicy, freeAddr(t), testToken("api-token-for-the-browser-oncall-test"))
 	serve.waitIncidents(t, pageJob.Namespace, pageJob.Namespace+"/"+pageJob.Name)
 	serve.waitIncidents(t, extJob.Namespace, extJob.Namespace+"/"+extJob.Name)
 	auth := http.Header{"Authorization": {"Bearer " + serve.Token}}

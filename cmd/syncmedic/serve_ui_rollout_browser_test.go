@@ -36,8 +36,8 @@ func TestArgoCDExtensionShowsARolloutOnTheApplicationHoldingIt(t *testing.T) {
 	}
 	require.Len(t, incs, 1)
 	require.Equal(t, "ApplicationSet/argocd/storefront", incs[0].Finding.Object.Kind+"/"+incs[0].Finding.Object.Namespace+"/"+incs[0].Finding.Object.Name)
-	token := "api-" + t.Name()
-	hs, err := ui.Handlers(ui.Options{Incidents: func() []incident.Incident { return incs }, Token: []byte(token)})
+	token := testToken("api-" + t.Name())
+	hs, err := ui.Handlers(ui.Options{Incidents: func() []incident.Incident { return incs }, Token: []byte(token), ProxyToken: []byte(proxyTokenOf(token))})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for p, h := range hs {

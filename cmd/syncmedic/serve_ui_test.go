@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,10 +20,13 @@ func TestStartUI(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "without a token file the API and the page are off", opts: uiOptions{}},
-		{name: "a token file turns on the API and the page", opts: uiOptions{tokenFile: writeFile(t, "token", "s3cret\n")},
+		{name: "a token file turns on the API and the page", opts: uiOptions{tokenFile: writeFile(t, "token", testToken("s3cret")+"\n")},
 			wantPaths: []string{ui.IncidentsPath, ui.IncidentsPath + "/", ui.SilencesPath, ui.SilencesPath + "/", ui.PagePath, ui.ExtensionBundlePath, ui.ExtensionArchivePath}},
 		{name: "an empty token file is refused", opts: uiOptions{tokenFile: writeFile(t, "empty", " \n")}, wantErr: "is empty"},
 		{name: "a missing token file is refused", opts: uiOptions{tokenFile: "/nonexistent/token"}, wantErr: "--api-token-file"},
+		{name: "a missing proxy token file is refused", opts: uiOptions{tokenFile: writeFile(t, "token", testToken("s3cret")), proxyTokenFile: "/nonexistent/proxy"},
+			wantErr: "--proxy-token-file: stat /nonexistent/proxy: no such file or directory: write a random token into it"},
+		{name: "a short token is refused", opts: uiOptions{tokenFile: writeFile(t, "short", "s3cret\n")}, wantErr: "API token file: the token is 6 characters, want at least 32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parts, err := startUI(deps, &tc.opts)
@@ -36,3 +40,9 @@ func TestStartUI(t *testing.T) {
 		})
 	}
 }
+
+// proxyTokenOf is the proxy token a test gives serve and argocd-server next to apiToken.
+func proxyTokenOf(apiToken string) string { return "proxy-" + apiToken }
+
+// testToken makes name into a token serve accepts (ui.MinTokenLength characters or more).
+func testToken(name string) string { return name + "-" + strings.Repeat("0", ui.MinTokenLength) }

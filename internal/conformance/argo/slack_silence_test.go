@@ -82,7 +82,7 @@ func TestASilenceFromSlackHoldsBackASecondIncidentOnTheRealController(t *testing
 			require.NoError(t, os.WriteFile(policyFile, []byte(slackSilenceNotifyPolicy), 0o600))
 			appToken := filepath.Join(dir, "app-token")
 			require.NoError(t, os.WriteFile(appToken, []byte(slackrec.AppToken+"\n"), 0o600))
-			apiToken := "conformance-silence-token"
+			apiToken := "conformance-silence-token-0123456789abcdef"
 			apiTokenFile := filepath.Join(dir, "api-token")
 			require.NoError(t, os.WriteFile(apiTokenFile, []byte(apiToken+"\n"), 0o600))
 			// v2.14.21 never leaves the hook finalizer, so serve looks for one only when told to (--argocd-hook-leak-check
