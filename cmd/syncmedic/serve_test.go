@@ -113,6 +113,11 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 		{"leader election needs a cluster", []string{"--leader-elect"}, "--leader-elect needs a cluster"},
 		{"a bot token needs a channel", []string{"--slack-token-file", writeFile(t, "t", "xoxb-1")}, "--slack-token-file needs --slack-channel"},
 		{"a malformed ConfigMap reference", []string{"--policy-configmap", "just-a-name"}, "want namespace/name"},
+		{"a silence maximum that is not a duration", []string{"--silence-max-duration", "a week"}, `invalid argument "a week" for "--silence-max-duration" flag: "a week" is not a duration`},
+		{"a Slack silence longer than the default maximum", []string{"--slack-silence-durations", "1h,336h"},
+			"--slack-silence-durations: 14d is longer than --silence-max-duration 7d: offer shorter choices or raise the maximum"},
+		{"a Slack silence longer than the maximum", []string{"--silence-max-duration", "1d", "--slack-silence-durations", "1h,36h"},
+			"--slack-silence-durations: 1d12h0m0s is longer than --silence-max-duration 1d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -122,6 +127,13 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 			require.Contains(t, errb.String(), tc.want)
 		})
 	}
+	t.Run("the silence maximum from its environment variable", func(t *testing.T) {
+		t.Setenv("SYNCMEDIC_SILENCE_MAX_DURATION", "12h")
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--slack-silence-durations", "1h,24h"}, &out, &errb)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errb.String(), "--slack-silence-durations: 1d is longer than --silence-max-duration 12h0m0s")
+	})
 }
 
 func TestPolicyFileReloadsAndKeepsTheLastGoodPolicy(t *testing.T) {
