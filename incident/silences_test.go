@@ -340,6 +340,7 @@ func TestSilencesStoredSizeIsBounded(t *testing.T) {
 	b, err := encodeSilences(stored)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(b), maxSilencesBytes)
+	require.Greater(t, len(b)+len(b)/made, maxSilencesBytes, "one more would not have fit")
 
 	require.NoError(t, tr.ExpireSilence(ctx, old))
 	_, err = tr.CreateSilence(ctx, big("carol"))
