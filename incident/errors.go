@@ -14,6 +14,9 @@ var (
 	ErrResolved = errors.New("the incident is resolved")
 	// ErrInvalid: the request is not valid; the wrapped message names the field (do not retry as is).
 	ErrInvalid = errors.New("invalid")
+	// ErrLimited: a bound is reached (a creator's silences, the room the silences may take); the wrapped message
+	// says which and what to expire (do not retry as is).
+	ErrLimited = errors.New("limit reached")
 	// ErrUnavailable: the change could not be saved; retry.
 	ErrUnavailable = errors.New("cannot save: retry")
 )

@@ -20,8 +20,12 @@ type SilenceStore interface {
 	SaveSilences(ctx context.Context, silences []silence.Silence) error
 }
 
-// maxSilences bounds the silences kept (a ConfigMap holds at most 1 MiB); expired ones go first.
-const maxSilences = 500
+// maxSilences bounds the silences kept, maxSilencesBytes the room their stored form may take (a ConfigMap holds at
+// most 1 MiB, and the silences have one of their own); expired ones go first.
+const (
+	maxSilences      = 500
+	maxSilencesBytes = 768 << 10
+)
 
 // silenceCheckInterval is how often Run looks for silences that started or ended; followerReloadInterval how often
 // a follower reads the leader's silences from the store again.
@@ -114,15 +118,26 @@ func (t *Tracker) CreateSilence(ctx context.Context, s silence.Silence) (silence
 	if err := s.Validate(); err != nil {
 		return silence.Silence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if d := s.EndsAt.Sub(s.StartsAt); d > t.o.SilenceMaxDuration {
+		return silence.Silence{}, fmt.Errorf("%w: the silence lasts %s, at most %s (serve --silence-max-duration): silence for less, and again when it ends if needed",
+			ErrInvalid, silence.FormatDuration(d), silence.FormatDuration(t.o.SilenceMaxDuration))
+	}
 	if !t.o.Leader() || !t.synced {
 		return silence.Silence{}, ErrNotLeading
 	}
 	t.gcSilencesLocked(now)
 	if len(t.silences) >= maxSilences {
-		return silence.Silence{}, fmt.Errorf("%w: there are %d silences already, at most %d: expire some", ErrInvalid, len(t.silences), maxSilences)
+		return silence.Silence{}, fmt.Errorf("%w: there are %d silences already, at most %d: expire some", ErrLimited, len(t.silences), maxSilences)
+	}
+	if n := t.liveSilencesOfLocked(s.CreatedBy, now); n >= silence.MaxPerCreator {
+		return silence.Silence{}, fmt.Errorf("%w: %s has %d pending or active silences, at most %d: expire some first", ErrLimited, s.CreatedBy, n, silence.MaxPerCreator)
 	}
 	s.ID, s.UpdatedAt = silence.NewID(), now
 	t.silences[s.ID] = &s
+	if err := t.fitSilencesLocked(now); err != nil {
+		delete(t.silences, s.ID)
+		return silence.Silence{}, err
+	}
 	if err := t.saveSilencesLocked(ctx); err != nil {
 		delete(t.silences, s.ID)
 		return silence.Silence{}, err
@@ -332,17 +347,61 @@ func (t *Tracker) gcSilencesLocked(now time.Time) {
 	}
 }
 
+// liveSilencesOfLocked counts the pending and active silences createdBy made.
+func (t *Tracker) liveSilencesOfLocked(createdBy string, now time.Time) int {
+	n := 0
+	for _, s := range t.silences {
+		if s.CreatedBy == createdBy && s.State(now) != silence.StateExpired {
+			n++
+		}
+	}
+	return n
+}
+
+// fitSilencesLocked makes the silences fit in maxSilencesBytes once stored: it forgets expired ones, the oldest first,
+// and when the pending and active ones alone are too large it says so (ErrLimited).
+func (t *Tracker) fitSilencesLocked(now time.Time) error {
+	size := func() int {
+		b, _ := encodeSilences(t.sortedSilencesLocked())
+		return len(b)
+	}
+	n := size()
+	if n <= maxSilencesBytes {
+		return nil
+	}
+	var expired []*silence.Silence
+	for _, s := range t.silences {
+		if s.State(now) == silence.StateExpired {
+			expired = append(expired, s)
+		}
+	}
+	sort.Slice(expired, func(i, j int) bool { return expired[i].EndsAt.Before(expired[j].EndsAt) })
+	for _, s := range expired {
+		delete(t.silences, s.ID)
+		if n = size(); n <= maxSilencesBytes {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the silences would take %d KiB, at most %d KiB: expire some, or write shorter comments and fewer matchers",
+		ErrLimited, (n+1023)>>10, maxSilencesBytes>>10)
+}
+
+// sortedSilencesLocked returns copies of the silences by ID, as they are stored.
+func (t *Tracker) sortedSilencesLocked() []silence.Silence {
+	all := make([]silence.Silence, 0, len(t.silences))
+	for _, id := range sortedKeys(t.silences) {
+		all = append(all, t.silences[id].Clone())
+	}
+	return all
+}
+
 // saveSilencesLocked persists the silences (when the store keeps them).
 func (t *Tracker) saveSilencesLocked(ctx context.Context) error {
 	ss, ok := t.o.Store.(SilenceStore)
 	if !ok {
 		return nil
 	}
-	all := make([]silence.Silence, 0, len(t.silences))
-	for _, id := range sortedKeys(t.silences) {
-		all = append(all, t.silences[id].Clone())
-	}
-	if err := ss.SaveSilences(ctx, all); err != nil {
+	if err := ss.SaveSilences(ctx, t.sortedSilencesLocked()); err != nil {
 		t.o.Log.Error("cannot save silences", "err", err)
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

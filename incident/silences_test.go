@@ -2,7 +2,9 @@ package incident
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +254,98 @@ func TestFollowerReloadsTheLeadersSilences(t *testing.T) {
 	follower.checkSilences(ctx)
 	require.Len(t, follower.Silences(), 1)
 	require.Equal(t, s.ID, follower.Incidents()[0].SilencedBy, "a follower shows the incident silenced too")
+}
+
+// A silence longer than SilenceMaxDuration (default a week) is refused, naming the maximum; one that long is not.
+func TestSilenceLongerThanTheMaximumIsRefused(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	tr := newTestTracker(t, TrackerOptions{Now: c.Now})
+	_, err := tr.CreateSilence(ctx, shopSilence(c, 8*24*time.Hour))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.EqualError(t, err, "invalid: the silence lasts 8d, at most 7d (serve --silence-max-duration): silence for less, and again when it ends if needed")
+	require.Empty(t, tr.Silences())
+	_, err = tr.CreateSilence(ctx, shopSilence(c, 7*24*time.Hour))
+	require.NoError(t, err)
+
+	short := newTestTracker(t, TrackerOptions{Now: c.Now, SilenceMaxDuration: 4 * time.Hour})
+	_, err = short.CreateSilence(ctx, shopSilence(c, 5*time.Hour))
+	require.EqualError(t, err, "invalid: the silence lasts 5h0m0s, at most 4h0m0s (serve --silence-max-duration): silence for less, and again when it ends if needed")
+	short.Observe(ctx, "s", []syncmedic.Finding{hookFinding("shop", "migrate")})
+	err = short.Silence(ctx, short.Incidents()[0].ID, "alice", 5*time.Hour, "x")
+	require.ErrorContains(t, err, "at most 4h0m0s", "an incident's silence (Slack's Silence…) is bounded too")
+	require.Empty(t, short.Silences())
+}
+
+// One creator may have silence.MaxPerCreator pending or active silences; expiring one makes room, and another
+// creator is not counted against it.
+func TestSilencesPerCreatorAreBounded(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	tr := newTestTracker(t, TrackerOptions{Now: c.Now})
+	var first string
+	for i := range silence.MaxPerCreator {
+		s, err := tr.CreateSilence(ctx, shopSilence(c, time.Hour))
+		require.NoError(t, err, "silence %d", i)
+		if i == 0 {
+			first = s.ID
+		}
+	}
+	_, err := tr.CreateSilence(ctx, shopSilence(c, time.Hour))
+	require.ErrorIs(t, err, ErrLimited)
+	require.EqualError(t, err, "limit reached: alice has 50 pending or active silences, at most 50: expire some first")
+	bob := shopSilence(c, time.Hour)
+	bob.CreatedBy = "bob"
+	_, err = tr.CreateSilence(ctx, bob)
+	require.NoError(t, err, "bob's first silence")
+	require.NoError(t, tr.ExpireSilence(ctx, first))
+	_, err = tr.CreateSilence(ctx, shopSilence(c, time.Hour))
+	require.NoError(t, err, "an expired silence makes room")
+	require.Len(t, tr.Silences(), silence.MaxPerCreator+2)
+}
+
+// The silences' stored form is bounded: expired silences make room first, and when the live ones alone are too large
+// a new one is refused, naming the bound, and nothing is saved.
+func TestSilencesStoredSizeIsBounded(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	store := &MemoryStore{}
+	tr := newTestTracker(t, TrackerOptions{Store: store, Now: c.Now})
+	big := func(by string) silence.Silence {
+		s := shopSilence(c, time.Hour)
+		s.CreatedBy, s.Comment = by, strings.Repeat("x", silence.MaxComment)
+		for i := range 14 {
+			s.Matchers = append(s.Matchers, silence.Matcher{Name: silence.LabelNamespace, Value: fmt.Sprintf("%d-%s", i, strings.Repeat("n", 1000))})
+		}
+		return s
+	}
+	var old string
+	made := 0
+	for i := 0; ; i++ {
+		s, err := tr.CreateSilence(ctx, big(fmt.Sprintf("user-%d", i)))
+		if err != nil {
+			require.ErrorIs(t, err, ErrLimited)
+			require.ErrorContains(t, err, "at most 768 KiB: expire some, or write shorter comments and fewer matchers")
+			break
+		}
+		if i == 0 {
+			old = s.ID
+		}
+		made++
+	}
+	require.Greater(t, made, 20)
+	stored, err := store.LoadSilences(ctx)
+	require.NoError(t, err)
+	require.Len(t, stored, made, "the refused silence was not saved")
+	b, err := encodeSilences(stored)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(b), maxSilencesBytes)
+	require.Greater(t, len(b)+len(b)/made, maxSilencesBytes, "one more would not have fit")
+
+	require.NoError(t, tr.ExpireSilence(ctx, old))
+	_, err = tr.CreateSilence(ctx, big("carol"))
+	require.NoError(t, err, "the expired silence made room")
+	_, ok := tr.GetSilence(old)
+	require.False(t, ok, "the expired silence was forgotten for the new one")
+	require.Len(t, tr.Silences(), made)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/syncmedic/syncmedic/silence"
 )
 
@@ -67,27 +69,72 @@ func (s *FileStore) SaveSilences(_ context.Context, ss []silence.Silence) error 
 	return writeAtomic(silencesPath(s.Path), ".syncmedic-silences-*", b)
 }
 
-// LoadSilences reads the ConfigMap's silences.json; a missing ConfigMap or key is none.
+// SilencesConfigMapSuffix ends the name of the ConfigMap store's silences ConfigMap: the state ConfigMap's name and
+// this suffix ("syncmedic-state-silences"). Silences have a ConfigMap of their own so that however many there are,
+// the incidents still fit in theirs.
+const SilencesConfigMapSuffix = "-silences"
+
+// silencesConfigMap is the store of the silences' ConfigMap.
+func (s *ConfigMapStore) silencesConfigMap() *ConfigMapStore {
+	return &ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: s.Name + SilencesConfigMapSuffix}
+}
+
+// LoadSilences reads silences.json of the silences' ConfigMap (Name + SilencesConfigMapSuffix). While that ConfigMap
+// does not exist, the silences an earlier syncmedic kept in the state ConfigMap's own silences.json are moved there
+// (created, then removed from the state ConfigMap), so an upgrade loses none; without either there are none.
 func (s *ConfigMapStore) LoadSilences(ctx context.Context) ([]silence.Silence, error) {
-	b, err := s.readKey(ctx, ConfigMapSilencesKey)
-	if err != nil || b == nil {
+	own := s.silencesConfigMap()
+	b, found, err := own.get(ctx, ConfigMapSilencesKey)
+	if err != nil {
 		return nil, err
+	}
+	if !found {
+		if b, err = s.migrateSilences(ctx); err != nil {
+			return nil, err
+		}
 	}
 	ss, err := DecodeSilences(b)
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapSilencesKey, err)
+		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", own.Namespace, own.Name, ConfigMapSilencesKey, err)
 	}
 	return ss, nil
 }
 
-// SaveSilences writes the ConfigMap's silences.json (the incidents' key untouched), creating the ConfigMap when it
-// does not exist.
+// migrateSilences moves the state ConfigMap's silences.json to the silences' ConfigMap and returns it (nil: there
+// was none). When another replica created the silences' ConfigMap meanwhile, its silences are returned instead (and
+// the state ConfigMap's key is removed all the same).
+func (s *ConfigMapStore) migrateSilences(ctx context.Context) ([]byte, error) {
+	legacy, err := s.readKey(ctx, ConfigMapSilencesKey)
+	if err != nil || len(legacy) == 0 {
+		return nil, err
+	}
+	if _, err := DecodeSilences(legacy); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", s.Namespace, s.Name, ConfigMapSilencesKey, err)
+	}
+	own := s.silencesConfigMap()
+	b := legacy
+	switch err := own.create(ctx, ConfigMapSilencesKey, legacy); {
+	case apierrors.IsAlreadyExists(err):
+		if b, _, err = own.get(ctx, ConfigMapSilencesKey); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("move the silences of ConfigMap %s/%s to their own: %w", s.Namespace, s.Name, err)
+	}
+	if err := s.dropKey(ctx, ConfigMapSilencesKey); err != nil {
+		return nil, fmt.Errorf("silences moved to ConfigMap %s/%s, but: %w", own.Namespace, own.Name, err)
+	}
+	return b, nil
+}
+
+// SaveSilences writes silences.json of the silences' ConfigMap, creating it when it does not exist (the state
+// ConfigMap untouched).
 func (s *ConfigMapStore) SaveSilences(ctx context.Context, ss []silence.Silence) error {
 	b, err := encodeSilences(ss)
 	if err != nil {
 		return err
 	}
-	return s.writeKey(ctx, ConfigMapSilencesKey, b)
+	return s.silencesConfigMap().writeKey(ctx, ConfigMapSilencesKey, b)
 }
 
 // LoadSilences returns a copy of what SaveSilences stored, monotonic clock readings stripped.

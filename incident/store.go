@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/syncmedic/syncmedic/silence"
 )
@@ -113,7 +114,8 @@ func writeAtomic(path, pattern string, b []byte) error {
 // ConfigMapDataKey is the key of the ConfigMap store's data that holds the incidents.
 const ConfigMapDataKey = "incidents.json"
 
-// ConfigMapSilencesKey is the key of the ConfigMap store's data that holds the silences.
+// ConfigMapSilencesKey is the key of the silences' ConfigMap (ConfigMapStore.LoadSilences) that holds them; the state
+// ConfigMap held them under the same key before they had their own.
 const ConfigMapSilencesKey = "silences.json"
 
 // ConfigMapStore keeps incidents in a ConfigMap (for serve), creating it on first save.
@@ -138,7 +140,7 @@ func (s *ConfigMapStore) Load(ctx context.Context) ([]Incident, error) {
 	return inc, nil
 }
 
-// Save writes the ConfigMap's incidents (the silences' key untouched), creating the ConfigMap when it does not exist.
+// Save writes the ConfigMap's incidents (its other keys untouched), creating the ConfigMap when it does not exist.
 func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
 	b, err := encodeStore(incidents)
 	if err != nil {
@@ -149,14 +151,55 @@ func (s *ConfigMapStore) Save(ctx context.Context, incidents []Incident) error {
 
 // readKey returns the ConfigMap's key; nil when the ConfigMap does not exist (an empty store).
 func (s *ConfigMapStore) readKey(ctx context.Context, key string) ([]byte, error) {
+	b, _, err := s.get(ctx, key)
+	return b, err
+}
+
+// get returns the ConfigMap's key, and whether the ConfigMap exists.
+func (s *ConfigMapStore) get(ctx context.Context, key string) ([]byte, bool, error) {
 	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+		return nil, false, fmt.Errorf("read ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	return []byte(cm.Data[key]), nil
+	return []byte(cm.Data[key]), true, nil
+}
+
+// create creates the ConfigMap with the one key; the apiserver's error as is (AlreadyExists when it exists).
+func (s *ConfigMapStore) create(ctx context.Context, key string, b []byte) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/name": "syncmedic", "app.kubernetes.io/component": "state"}},
+		Data: map[string]string{key: string(b)},
+	}
+	_, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	return err
+}
+
+// dropKey removes the key from the ConfigMap, if it is there; a concurrent update of the ConfigMap is retried.
+func (s *ConfigMapStore) dropKey(ctx context.Context, key string) error {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Data[key]; !ok {
+			return nil
+		}
+		delete(cm.Data, key)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remove key %s from ConfigMap %s/%s: %w", key, s.Namespace, s.Name, err)
+	}
+	return nil
 }
 
 // writeKey sets the ConfigMap's key to b and leaves its other keys as they are, creating the ConfigMap when it does
@@ -165,12 +208,7 @@ func (s *ConfigMapStore) writeKey(ctx context.Context, key string, b []byte) err
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/name": "syncmedic", "app.kubernetes.io/component": "state"}},
-			Data: map[string]string{key: string(b)},
-		}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if err := s.create(ctx, key, b); err != nil {
 			return fmt.Errorf("create ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		return nil

@@ -41,6 +41,9 @@ type TrackerOptions struct {
 	LoadLater bool
 	// SilenceCheckInterval is how often Run looks for silences that started or ended (default 1s).
 	SilenceCheckInterval time.Duration
+	// SilenceMaxDuration is how long a silence may last (default silence.DefaultMaxDuration): CreateSilence refuses
+	// a longer one.
+	SilenceMaxDuration time.Duration
 }
 
 // maxResolvedKept bounds the resolved incidents kept in the store (a ConfigMap holds at most 1 MiB).
@@ -88,6 +91,9 @@ func NewTracker(ctx context.Context, o TrackerOptions) (*Tracker, error) {
 	}
 	if o.Retention == 0 {
 		o.Retention = 24 * time.Hour
+	}
+	if o.SilenceMaxDuration <= 0 {
+		o.SilenceMaxDuration = silence.DefaultMaxDuration
 	}
 	if o.Now == nil {
 		o.Now = time.Now

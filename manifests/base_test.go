@@ -104,6 +104,8 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"get", "", "configmaps", "syncmedic", "syncmedic-policy"},
 		{"create", "", "configmaps", "syncmedic", ""},
 		{"update", "", "configmaps", "syncmedic", "syncmedic-state"},
+		{"update", "", "configmaps", "syncmedic", "syncmedic-state-silences"},
+		{"get", "", "configmaps", "syncmedic", "syncmedic-state-silences"},
 	}
 	cannot := []check{
 		{"delete", "batch", "jobs", "apps", "migrate"},

@@ -282,7 +282,7 @@ func TestChartValues(t *testing.T) {
 			require.Equal(t, deployment(t, objs).Spec.Selector, pdb.Spec.Selector)
 		},
 	}, {
-		name:    "another release names its Lease, policy and state after itself and its Role allows exactly those",
+		name:    "another release names its Lease, policy, state and silences after itself and its Role allows exactly those",
 		release: "gitops",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
@@ -297,7 +297,7 @@ func TestChartValues(t *testing.T) {
 			for _, r := range role.Rules {
 				names = append(names, r.ResourceNames...)
 			}
-			require.ElementsMatch(t, []string{"gitops-syncmedic", "gitops-syncmedic-policy", "gitops-syncmedic-state"}, names)
+			require.ElementsMatch(t, []string{"gitops-syncmedic", "gitops-syncmedic-policy", "gitops-syncmedic-state", "gitops-syncmedic-state-silences"}, names)
 		},
 	}, {
 		name: "the incident API reads its token from the Secret and admits argocd-server as the kustomize component does",

@@ -15,6 +15,13 @@ func (p *Policy) MaySilence(c Caller) (string, bool) {
 	return MayFix(p.SilenceBy, c)
 }
 
+// MaySilenceAll reports whether the policy's silenceAllBy lets c create silences about no one application or object
+// (silence.Silence.Targeted is false), and the entry that allowed it; c needs silenceBy as well. Empty silenceAllBy
+// (the default): nobody.
+func (p *Policy) MaySilenceAll(c Caller) (string, bool) {
+	return MayFix(p.SilenceAllBy, c)
+}
+
 // MayAcknowledge reports whether c may acknowledge (take) an incident of rule, and the entry that allowed it. With
 // ackBy set, its entries decide; without it (the default), whoever may fix the rule on demand (its fixBy) or create
 // silences (silenceBy) may acknowledge — the responders, as in PagerDuty, where observers may not. An empty ackBy

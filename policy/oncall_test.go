@@ -67,3 +67,22 @@ func TestPolicyWarnsAboutGroupsItCannotTrust(t *testing.T) {
 		})
 	}
 }
+
+// silenceAllBy is validated like silenceBy and decides alone who may silence about no one application or object.
+func TestSilenceAllBy(t *testing.T) {
+	_, err := LoadPolicy([]byte(`silenceAllBy: ["admins"]`))
+	require.ErrorContains(t, err, `silenceAllBy[0]: "admins", want "*"`)
+	p, err := LoadPolicy([]byte("trustProxyGroups: true\nsilenceBy: [\"group:oncall\", \"token\"]\nsilenceAllBy: [\"group:sre-leads\"]"))
+	require.NoError(t, err)
+	lead := Caller{User: "dana", Groups: []string{"oncall", "sre-leads"}, Via: "argocd-extension"}
+	bob := Caller{User: "bob", Groups: []string{"oncall"}, Via: "argocd-extension"}
+	e, ok := p.MaySilenceAll(lead)
+	require.True(t, ok)
+	require.Equal(t, "group:sre-leads", e)
+	_, ok = p.MaySilenceAll(bob)
+	require.False(t, ok, "silenceBy is not silenceAllBy")
+	_, ok = p.MaySilenceAll(Caller{Via: "api-token"})
+	require.False(t, ok, "nor is the token in silenceBy")
+	_, ok = DefaultPolicy().MaySilenceAll(Caller{Via: "api-token"})
+	require.False(t, ok, "by default nobody")
+}

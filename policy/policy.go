@@ -115,6 +115,10 @@ type Policy struct {
 	// SilenceBy lists who may create and expire silences (the incident page, the Argo CD extension, the API,
 	// Slack), with fixBy's entries; empty (the default): nobody.
 	SilenceBy []string `json:"silenceBy,omitempty"`
+	// SilenceAllBy lists who may, besides silenceBy, create silences that are about no one application or object
+	// (without an exact app or name matcher: a namespace, a rule, "app=~.*"), which can mute and stop the remedies
+	// of every team's applications at once; fixBy's entries; empty (the default): nobody.
+	SilenceAllBy []string `json:"silenceAllBy,omitempty"`
 	// AckBy lists who may acknowledge (take) an incident, with fixBy's entries. Unset (the default): whoever may fix
 	// the incident's rule on demand or create silences; an empty list: nobody.
 	AckBy []string `json:"ackBy,omitempty"`
@@ -154,7 +158,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p := DefaultPolicy()
 	var in Policy
 	if err := yaml.UnmarshalStrict(b, &in); err != nil {
-		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy, ackBy and trustProxyGroups; see the README's policy section)", err)
+		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy, silenceAllBy, ackBy and trustProxyGroups; see the README's policy section)", err)
 	}
 	p.KillSwitch = in.KillSwitch
 	if in.ResolveAfter != 0 {
@@ -163,7 +167,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p.Defaults = p.Defaults.merge(in.Defaults)
 	p.Rules = in.Rules
 	p.Routes = in.Routes
-	p.SilenceBy, p.AckBy, p.TrustProxyGroups = in.SilenceBy, in.AckBy, in.TrustProxyGroups
+	p.SilenceBy, p.SilenceAllBy, p.AckBy, p.TrustProxyGroups = in.SilenceBy, in.SilenceAllBy, in.AckBy, in.TrustProxyGroups
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -235,6 +239,7 @@ func (p *Policy) Validate() error {
 	}
 	errs = append(errs, validateRoutes(p.Routes)...)
 	errs = append(errs, validateWho("silenceBy", p.SilenceBy)...)
+	errs = append(errs, validateWho("silenceAllBy", p.SilenceAllBy)...)
 	errs = append(errs, validateWho("ackBy", p.AckBy)...)
 	return errors.Join(errs...)
 }

@@ -1,3 +1,4 @@
-// Package silence owns silences, Alertmanager-style: matchers on an incident's rule, namespace, application or
-// HelmRelease and object name, a creator, a comment and a time window; the incident tracker keeps and applies them.
+// Package silence owns silences, Alertmanager-style: matchers on an incident's rule, its object's namespace, kind and
+// name, and the Argo CD Application or Flux HelmRelease that owns it (name, namespace, project), a creator, a comment
+// and a time window, with the bounds a silence must keep; the incident tracker keeps and applies them.
 package silence

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,28 +15,41 @@ import (
 	"github.com/syncmedic/syncmedic"
 )
 
-// The names a matcher can match on: the finding's rule, the object's namespace, the Argo CD Application or Flux
-// HelmRelease that owns the object (the incident's owner, as syncmedic_incident_open's app label), and the object's
-// name.
+// The names a matcher can match on: the finding's rule; the object's namespace, kind and name; the Argo CD
+// Application or Flux HelmRelease that owns the object (the incident's owner, as syncmedic_incident_open's app label),
+// that owner's namespace and, for an Argo CD Application, its project.
 const (
-	LabelRule      = "rule"
-	LabelNamespace = "namespace"
-	LabelApp       = "app"
-	LabelName      = "name"
+	LabelRule         = "rule"
+	LabelNamespace    = "namespace"
+	LabelKind         = "kind"
+	LabelApp          = "app"
+	LabelAppNamespace = "appNamespace"
+	LabelProject      = "project"
+	LabelName         = "name"
 )
 
-// Labels is what a silence matches: LabelRule, LabelNamespace, LabelApp and LabelName of a finding.
+// LabelNames are the names a matcher can match on, in the order ForFinding gives them.
+var LabelNames = []string{LabelRule, LabelNamespace, LabelKind, LabelApp, LabelAppNamespace, LabelProject, LabelName}
+
+// Labels is what a silence matches: the LabelNames of a finding.
 type Labels map[string]string
 
-// LabelsOf returns the labels of f; app is the Argo CD Application, or for Flux the HelmRelease the object is or
-// was applied by.
+// LabelsOf returns the labels of f. app is the Argo CD Application (appNamespace its namespace, project its
+// project), or for Flux the HelmRelease the object is or was applied by (appNamespace its namespace; no project), so a
+// silence pinned to one team's Application named web mutes neither another project's web nor a HelmRelease web.
 func LabelsOf(f syncmedic.Finding) Labels {
 	o := f.Object
-	app := o.App
-	if app == "" && o.Tool == syncmedic.ToolFlux {
-		_, app, _ = o.HelmRelease()
+	l := Labels{LabelRule: string(f.Rule), LabelNamespace: o.Namespace, LabelKind: o.Kind, LabelName: o.Name,
+		LabelApp: o.App, LabelAppNamespace: o.AppNamespace, LabelProject: o.Project}
+	if o.App == "" && o.Tool == syncmedic.ToolFlux {
+		if ns, name, ok := o.HelmRelease(); ok {
+			if ns == "" {
+				ns = o.Namespace
+			}
+			l[LabelApp], l[LabelAppNamespace] = name, ns
+		}
 	}
-	return Labels{LabelRule: string(f.Rule), LabelNamespace: o.Namespace, LabelApp: app, LabelName: o.Name}
+	return l
 }
 
 // Matcher matches one label exactly, or (IsRegex) with a regular expression anchored at both ends, like
@@ -58,10 +72,8 @@ const (
 
 // compile validates m and prepares its regular expression.
 func (m *Matcher) compile() error {
-	switch m.Name {
-	case LabelRule, LabelNamespace, LabelApp, LabelName:
-	default:
-		return fmt.Errorf("matcher name %q: want %s, %s, %s or %s", m.Name, LabelRule, LabelNamespace, LabelApp, LabelName)
+	if !slices.Contains(LabelNames, m.Name) {
+		return fmt.Errorf("matcher name %q: want one of %s", m.Name, strings.Join(LabelNames, ", "))
 	}
 	if len(m.Value) > maxValue {
 		return fmt.Errorf("matcher %s: the value is longer than %d characters", m.Name, maxValue)
@@ -152,7 +164,7 @@ func (s *Silence) Matches(l Labels) bool {
 func (s *Silence) Validate() error {
 	var errs []error
 	if len(s.Matchers) == 0 {
-		errs = append(errs, errors.New("matchers: at least one is required (rule, namespace, app or name)"))
+		errs = append(errs, fmt.Errorf("matchers: at least one is required (%s)", strings.Join(LabelNames, ", ")))
 	}
 	if len(s.Matchers) > maxMatchers {
 		errs = append(errs, fmt.Errorf("matchers: %d, at most %d", len(s.Matchers), maxMatchers))
@@ -196,12 +208,12 @@ func NewID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// ForFinding returns exact matchers on f's rule, namespace, app and name (those that are set): a silence of exactly
-// this incident's kind of trouble on this object.
+// ForFinding returns exact matchers on every label of f that is set (rule, namespace, kind, app, appNamespace, project,
+// name): a silence of exactly this incident's kind of trouble on this object of this owner.
 func ForFinding(f syncmedic.Finding) []Matcher {
 	l := LabelsOf(f)
 	var out []Matcher
-	for _, n := range []string{LabelRule, LabelNamespace, LabelApp, LabelName} {
+	for _, n := range LabelNames {
 		if l[n] != "" {
 			out = append(out, Matcher{Name: n, Value: l[n]})
 		}
@@ -215,7 +227,7 @@ type Request struct {
 	Matchers []Matcher `json:"matchers"`
 	StartsAt time.Time `json:"startsAt,omitempty"`
 	EndsAt   time.Time `json:"endsAt,omitempty"`
-	// Duration is a Go duration ("2h", "30m"), an alternative to EndsAt.
+	// Duration is a Go duration ("2h", "30m") or one in days or weeks ("7d", "1w"), an alternative to EndsAt.
 	Duration string `json:"duration,omitempty"`
 	Comment  string `json:"comment"`
 }
@@ -235,9 +247,9 @@ func DecodeRequest(b []byte, createdBy string, now time.Time) (Silence, error) {
 		if !r.EndsAt.IsZero() {
 			return Silence{}, errors.New("give either endsAt or duration, not both")
 		}
-		d, err := time.ParseDuration(r.Duration)
+		d, err := ParseDuration(r.Duration)
 		if err != nil || d <= 0 {
-			return Silence{}, fmt.Errorf("duration %q: want a positive Go duration such as \"30m\" or \"2h\"", r.Duration)
+			return Silence{}, fmt.Errorf("duration %q: want a positive duration such as \"30m\", \"2h\" or \"7d\"", r.Duration)
 		}
 		s.EndsAt = s.StartsAt.Add(d)
 	}

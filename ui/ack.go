@@ -88,7 +88,8 @@ func callerName(c policy.Caller) string {
 	return "the API token holder"
 }
 
-// writeEngineError answers an error of the tracker's on-call verbs: 404, 409, 400, or 503 with Retry-After.
+// writeEngineError answers an error of the tracker's on-call verbs: 404, 409, 400, 429 (a bound reached), or 503
+// with Retry-After.
 func writeEngineError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, incident.ErrNotFound):
@@ -97,6 +98,8 @@ func writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, incident.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, incident.ErrLimited):
+		writeError(w, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, incident.ErrNotLeading), errors.Is(err, incident.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -103,7 +103,10 @@ func Handlers(o Options) (map[string]http.Handler, error) {
 	}, nil
 }
 
-type api struct{ o Options }
+type api struct {
+	o       Options
+	streams streamLimits
+}
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if !readOnly(w, r) {
@@ -116,6 +119,11 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Watch {
 		a.logRequest(r, -1)
+		release, ok := a.limitStream(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 		a.stream(w, r, f)
 		return
 	}

@@ -24,6 +24,7 @@ rules:
   argocd/hook-finalizer-stuck: {fixBy: ["group:sre"]}
 trustProxyGroups: true
 silenceBy: ["group:oncall", "token"]
+silenceAllBy: ["token"]
 `
 
 type onCallRig struct {
@@ -217,7 +218,11 @@ func TestSilencesThroughTheAPI(t *testing.T) {
 		{"malformed JSON is a bad request", http.MethodPost, SilencesPath, `{"matchers": `, bearer(apiToken), http.StatusBadRequest, "not valid JSON"},
 		{"an oversized body is refused", http.MethodPost, SilencesPath, `{"comment": "` + strings.Repeat("x", maxSilenceBody) + `"}`, bearer(apiToken), http.StatusRequestEntityTooLarge, "larger than"},
 		{"a user outside silenceBy is forbidden", http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}], "duration": "1h", "comment": "x"}`, asSRE("bob", "sre"), http.StatusForbidden, "silenceBy"},
-		{"the extension may silence only its application", http.MethodPost, SilencesPath, `{"matchers": [{"name": "rule", "value": "x"}], "duration": "1h", "comment": "x"}`, asSRE("alice", "oncall"), http.StatusForbidden, `app="checkout"`},
+		{"the extension may silence only its application", http.MethodPost, SilencesPath, `{"matchers": [{"name": "rule", "value": "x"}], "duration": "1h", "comment": "x"}`, asSRE("alice", "oncall"), http.StatusForbidden,
+			`from the Argo CD extension a silence must match its Application exactly: add the matchers app="checkout", appNamespace="argocd" and project="payments" (not regular expressions)`},
+		{"the extension may not silence its application by name alone", http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}], "duration": "1h", "comment": "x"}`, asSRE("alice", "oncall"), http.StatusForbidden, `appNamespace="argocd"`},
+		{"the extension may not pin its project by regex", http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}, {"name": "appNamespace", "value": "argocd"}, {"name": "project", "value": "pay.*", "isRegex": true}], "duration": "1h", "comment": "x"}`, asSRE("alice", "oncall"), http.StatusForbidden, `project="payments"`},
+		{"a silence longer than a week is a bad request", http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "x"}], "duration": "8d", "comment": "x"}`, bearer(apiToken), http.StatusBadRequest, "the silence lasts 8d, at most 7d (serve --silence-max-duration)"},
 		{"expiring an unknown silence is not found", http.MethodDelete, SilencesPath + "/nope", ``, bearer(apiToken), http.StatusNotFound, "no silence nope"},
 		{"PUT is not allowed", http.MethodPut, SilencesPath, `{}`, bearer(apiToken), http.StatusMethodNotAllowed, "POST"},
 		{"no token is unauthorized", http.MethodGet, SilencesPath, ``, http.Header{}, http.StatusUnauthorized, "bearer token"},
@@ -231,8 +236,13 @@ func TestSilencesThroughTheAPI(t *testing.T) {
 		})
 	}
 	t.Run("the extension's user in silenceBy silences its application", func(t *testing.T) {
-		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}], "duration": "30m", "comment": "deploying"}`, asSRE("alice", "oncall"))
+		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}, {"name": "appNamespace", "value": "argocd"},
+			{"name": "project", "value": "payments"}], "duration": "30m", "comment": "deploying"}`, asSRE("alice", "oncall"))
 		require.Equal(t, http.StatusCreated, code, string(body))
+		_, body = r.do(t, http.MethodGet, IncidentsPath+"/"+r.checkout, ``, bearer(apiToken))
+		var inc Incident
+		require.NoError(t, json.Unmarshal(body, &inc))
+		require.NotEmpty(t, inc.SilencedBy, "the pinned silence mutes the application's incident")
 	})
 	t.Run("with an empty silenceBy nobody may silence", func(t *testing.T) {
 		r := newOnCallRig(t, "")
@@ -241,4 +251,100 @@ func TestSilencesThroughTheAPI(t *testing.T) {
 		code, body = r.do(t, http.MethodPost, IncidentsPath+"/"+r.checkout+AckSuffix, `{}`, bearer(apiToken))
 		require.Equal(t, http.StatusForbidden, code, string(body))
 	})
+}
+
+// A request through the Argo CD extension lists, reads and expires only the silences pinned to its Application
+// (name, namespace and project exactly): not another project's Application of the same name, nor a silence by name
+// alone, which mutes every Application and HelmRelease of that name.
+func TestTheExtensionSeesOnlySilencesPinnedToItsApplication(t *testing.T) {
+	r := newOnCallRig(t, onCallPolicy)
+	create := func(matchers string) string {
+		t.Helper()
+		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [`+matchers+`], "duration": "1h", "comment": "x"}`, bearer(apiToken))
+		require.Equal(t, http.StatusCreated, code, string(body))
+		var s Silence
+		require.NoError(t, json.Unmarshal(body, &s))
+		return s.ID
+	}
+	own := create(`{"name": "app", "value": "checkout"}, {"name": "appNamespace", "value": "argocd"}, {"name": "project", "value": "payments"}`)
+	teamB := create(`{"name": "app", "value": "checkout"}, {"name": "appNamespace", "value": "argocd"}, {"name": "project", "value": "team-b"}`)
+	byName := create(`{"name": "app", "value": "checkout"}`)
+	ext := asSRE("alice", "oncall")
+
+	code, body := r.do(t, http.MethodGet, SilencesPath, ``, ext)
+	require.Equal(t, http.StatusOK, code)
+	var l SilenceList
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Len(t, l.Items, 1)
+	require.Equal(t, own, l.Items[0].ID)
+	_, body = r.do(t, http.MethodGet, SilencesPath, ``, bearer(apiToken))
+	l = SilenceList{}
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Len(t, l.Items, 3, "the token holder lists them all")
+
+	for _, id := range []string{teamB, byName} {
+		for _, method := range []string{http.MethodGet, http.MethodDelete} {
+			code, body := r.do(t, method, SilencesPath+"/"+id, ``, ext)
+			require.Equal(t, http.StatusForbidden, code, "%s %s: %s", method, id, body)
+			var e Error
+			require.NoError(t, json.Unmarshal(body, &e))
+			require.Equal(t, "silence "+id+` is not pinned to the Application argocd/checkout of project payments: from the Argo CD extension `+
+				`only silences with the matchers app="checkout", appNamespace="argocd" and project="payments" are shown and expired`, e.Error)
+			got, ok := r.tr.GetSilence(id)
+			require.True(t, ok)
+			require.Equal(t, silence.StateActive, got.State(r.clock.Now()), "%s %s left it active", method, id)
+		}
+	}
+	code, body = r.do(t, http.MethodDelete, SilencesPath+"/"+own, ``, ext)
+	require.Equal(t, http.StatusOK, code, string(body))
+	got, _ := r.tr.GetSilence(own)
+	require.Equal(t, silence.StateExpired, got.State(r.clock.Now()))
+}
+
+// A silence about no one application or object (no exact app or name matcher) needs silenceAllBy; silenceBy alone
+// may silence an application or an object.
+func TestASilenceOfEverythingNeedsSilenceAllBy(t *testing.T) {
+	r := newOnCallRig(t, "silenceBy: [\"token\", \"group:oncall\"]\nsilenceAllBy: [\"group:sre-leads\"]\n")
+	for _, matchers := range []string{
+		`{"name": "rule", "value": ".*", "isRegex": true}`,
+		`{"name": "app", "value": ".*", "isRegex": true}, {"name": "name", "value": ".+", "isRegex": true}`,
+		`{"name": "namespace", "value": "shop"}`,
+		`{"name": "app", "value": ""}`,
+	} {
+		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [`+matchers+`], "duration": "1h", "comment": "x"}`, bearer(apiToken))
+		require.Equal(t, http.StatusForbidden, code, matchers)
+		var e Error
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Equal(t, "policy: this silence is about no one application or object (it has no exact app or name matcher) and could mute "+
+			"every team's incidents; the API token holder via api-token may not create such silences: add an exact app or name matcher, "+
+			"or list who may in silenceAllBy", e.Error, matchers)
+	}
+	require.Empty(t, r.tr.Silences())
+	for _, matchers := range []string{`{"name": "app", "value": "checkout"}`, `{"name": "name", "value": "migrate"}, {"name": "rule", "value": ".*", "isRegex": true}`} {
+		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [`+matchers+`], "duration": "1h", "comment": "x"}`, bearer(apiToken))
+		require.Equal(t, http.StatusCreated, code, "%s: %s", matchers, body)
+	}
+	// A request through Argo CD's proxy extension is confined to its application, so only a direct caller can be in
+	// silenceAllBy: here one person's named API token.
+	const leadToken, oncallToken = "lead-token-for-tests-0123456789abcdef", "oncall-token-for-tests-0123456789abcdef"
+	r = newOnCallRigWithTokens(t, "silenceBy: [\"token\"]\nsilenceAllBy: [\"token:lead\"]\n", "lead:"+leadToken+"\noncall:"+oncallToken+"\n")
+	all := `{"matchers": [{"name": "rule", "value": ".*", "isRegex": true}], "duration": "1h", "comment": "x"}`
+	code, body := r.do(t, http.MethodPost, SilencesPath, all, bearer(oncallToken))
+	require.Equal(t, http.StatusForbidden, code, string(body))
+	code, body = r.do(t, http.MethodPost, SilencesPath, all, bearer(leadToken))
+	require.Equal(t, http.StatusCreated, code, string(body))
+}
+
+// One caller's pending and active silences are bounded (silence.MaxPerCreator): the next is refused with 429.
+func TestSilencesPerCallerAreBoundedThroughTheAPI(t *testing.T) {
+	r := newOnCallRig(t, onCallPolicy)
+	for i := range silence.MaxPerCreator {
+		code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}], "duration": "1h", "comment": "x"}`, bearer(apiToken))
+		require.Equal(t, http.StatusCreated, code, "silence %d: %s", i, body)
+	}
+	code, body := r.do(t, http.MethodPost, SilencesPath, `{"matchers": [{"name": "app", "value": "checkout"}], "duration": "1h", "comment": "x"}`, bearer(apiToken))
+	require.Equal(t, http.StatusTooManyRequests, code)
+	var e Error
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, "limit reached: the API token holder has 50 pending or active silences, at most 50: expire some first", e.Error)
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -38,7 +39,8 @@ type SilenceAPI interface {
 	Now() time.Time
 }
 
-// silences serves SilencesPath: GET lists, POST creates (policy silenceBy).
+// silences serves SilencesPath: GET lists, POST creates (policy silenceBy; silenceAllBy too for a silence about no one
+// application or object).
 func (a *api) silences(w http.ResponseWriter, r *http.Request) {
 	if a.o.Silences == nil {
 		writeError(w, http.StatusNotImplemented, "this syncmedic keeps no silences")
@@ -78,8 +80,18 @@ func (a *api) createSilence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s := scopeOf(r.Context()); !s.allowsSilence(sil) {
-		writeError(w, http.StatusForbidden, "from the Argo CD extension a silence must match app=\""+s.app+"\" exactly")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("from the Argo CD extension a silence must match its Application exactly: "+
+			"add the matchers %s=%q, %s=%q and %s=%q (not regular expressions)",
+			silence.LabelApp, s.app, silence.LabelAppNamespace, s.appNamespace, silence.LabelProject, s.project))
 		return
+	}
+	if !sil.Targeted() {
+		if _, ok := a.o.Policy().MaySilenceAll(c); !ok {
+			writeError(w, http.StatusForbidden, "policy: this silence is about no one application or object (it has no exact app or name matcher) "+
+				"and could mute every team's incidents; "+c.String()+" may not create such silences: add an exact app or name matcher, "+
+				"or list who may in silenceAllBy")
+			return
+		}
 	}
 	created, err := a.o.Silences.CreateSilence(r.Context(), sil)
 	if err != nil {
@@ -97,8 +109,14 @@ func (a *api) silence(w http.ResponseWriter, r *http.Request) {
 	}
 	id := strings.TrimPrefix(r.URL.Path, SilencesPath+"/")
 	sil, ok := a.o.Silences.GetSilence(id)
-	if !ok || !scopeOf(r.Context()).allowsSilence(sil) {
+	if !ok {
 		writeError(w, http.StatusNotFound, "no silence "+id)
+		return
+	}
+	if s := scopeOf(r.Context()); !s.allowsSilence(sil) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("silence %s is not pinned to the Application %s/%s of project %s: from the Argo CD "+
+			"extension only silences with the matchers %s=%q, %s=%q and %s=%q are shown and expired", id, s.appNamespace, s.app, s.project,
+			silence.LabelApp, s.app, silence.LabelAppNamespace, s.appNamespace, silence.LabelProject, s.project))
 		return
 	}
 	switch r.Method {
@@ -133,16 +151,12 @@ func (a *api) maySilence(w http.ResponseWriter, c policy.Caller) bool {
 	return false
 }
 
-// allowsSilence reports whether a scoped (Argo CD extension) request may see or change s: only silences with an
-// exact matcher on its Application.
+// allowsSilence reports whether a scoped (Argo CD extension) request may see, create or expire sil: only silences
+// pinned to its Application (exact matchers on its name, namespace and project), which mute nothing of another
+// team's Application of the same name nor of a HelmRelease.
 func (s scope) allowsSilence(sil silence.Silence) bool {
 	if s.app == "" {
 		return true
 	}
-	for _, m := range sil.Matchers {
-		if m.Name == silence.LabelApp && !m.IsRegex && m.Value == s.app {
-			return true
-		}
-	}
-	return false
+	return sil.Pins(s.app, s.appNamespace, s.project)
 }

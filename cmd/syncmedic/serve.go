@@ -55,6 +55,8 @@ type serveOptions struct {
 	thresholds      snapshot.Thresholds
 	shutdownGrace   time.Duration
 	readinessWait   time.Duration
+	// silenceMaxDuration bounds how long a silence may last (serve_silence.go).
+	silenceMaxDuration silenceDuration
 }
 
 func newServeCommand() *cobra.Command {
@@ -100,6 +102,7 @@ func serveCommand(o *serveOptions) *cobra.Command {
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster service account when running in a Pod)")
 	addNotifyFlags(cmd, &o.notify)
+	addSilenceFlags(f, o)
 	addThresholdFlags(cmd, &o.thresholds)
 	for _, c := range serveComponents {
 		if c.flags != nil {
@@ -150,6 +153,9 @@ func kubeConfig(o *serveOptions, log *slog.Logger) (*rest.Config, error) {
 func runServe(ctx context.Context, cmd *cobra.Command, o *serveOptions) error {
 	log, err := newLogger(o.logFormat, o.logLevel, cmd.ErrOrStderr())
 	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err := o.validateSilences(); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	cfg, err := kubeConfig(o, log)
@@ -291,7 +297,8 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	// A ConfigMap store may be unreachable at start (the apiserver restarting): serve starts anyway, unready, and
 	// announces nothing until the stored incidents load. A state file that cannot be read is an error at once.
 	d.tracker, err = incident.NewTracker(ctx, incident.TrackerOptions{Store: store, Policy: holder.Get, Publisher: reevaluateAfterRemedies(d.dispatcher, deps.Triggers),
-		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics, LoadLater: o.stateConfigMap != ""})
+		Remediation: d.stage, Leader: leading, Log: log, Metrics: metrics, LoadLater: o.stateConfigMap != "",
+		SilenceMaxDuration: time.Duration(o.silenceMaxDuration)})
 	if err != nil {
 		return nil, fmt.Errorf("load incidents: %w", err)
 	}

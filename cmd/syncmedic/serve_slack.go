@@ -253,7 +253,8 @@ func engineRefusal(err error) error {
 		return nil
 	case errors.Is(err, incident.ErrNotLeading), errors.Is(err, incident.ErrUnavailable):
 		return &slacknotify.Refused{Msg: err.Error(), RetryAfter: 5 * time.Second}
-	case errors.Is(err, incident.ErrNotFound), errors.Is(err, incident.ErrResolved), errors.Is(err, incident.ErrInvalid):
+	case errors.Is(err, incident.ErrNotFound), errors.Is(err, incident.ErrResolved), errors.Is(err, incident.ErrInvalid),
+		errors.Is(err, incident.ErrLimited):
 		return &slacknotify.Refused{Msg: err.Error()}
 	}
 	return err

@@ -125,6 +125,11 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 			"ui: API token file: the token is 6 characters, want at least 32: write a random one with openssl rand -hex 32"},
 		{"a short proxy token", []string{"--api-token-file", writeFile(t, "api", testToken("api")), "--proxy-token-file", writeFile(t, "proxy", "s3cret")},
 			"ui: proxy token file: the proxy token is 6 characters, want at least 32"},
+		{"a silence maximum that is not a duration", []string{"--silence-max-duration", "a week"}, `invalid argument "a week" for "--silence-max-duration" flag: "a week" is not a duration`},
+		{"a Slack silence longer than the default maximum", []string{"--slack-silence-durations", "1h,336h"},
+			"--slack-silence-durations: 14d is longer than --silence-max-duration 7d: offer shorter choices or raise the maximum"},
+		{"a Slack silence longer than the maximum", []string{"--silence-max-duration", "1d", "--slack-silence-durations", "1h,36h"},
+			"--slack-silence-durations: 1d12h0m0s is longer than --silence-max-duration 1d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -134,6 +139,13 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 			require.Contains(t, errb.String(), tc.want)
 		})
 	}
+	t.Run("the silence maximum from its environment variable", func(t *testing.T) {
+		t.Setenv("SYNCMEDIC_SILENCE_MAX_DURATION", "12h")
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--listen", freeAddr(t), "--slack-silence-durations", "1h,24h"}, &out, &errb)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errb.String(), "--slack-silence-durations: 1d is longer than --silence-max-duration 12h0m0s")
+	})
 }
 
 // TestServeRefusesAFluxReceiverWithoutAnHMACToken: without --flux-hmac-token-file serve exits 2 naming the flag, the

@@ -78,8 +78,11 @@ func TestAcknowledgeAndSilenceInChromium(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &sil))
 		require.Equal(t, "active", string(sil.State))
 		require.Equal(t, "planned migration", sil.Comment)
-		require.Equal(t, `rule="argocd/hook-finalizer-stuck", namespace="`+pageJob.Namespace+`", app="oncall-page", name="`+pageJob.Name+`"`,
-			matcherText(sil))
+		require.NotNil(t, got.App)
+		require.Equal(t, `rule="argocd/hook-finalizer-stuck", namespace="`+pageJob.Namespace+`", kind="Job", app="oncall-page", appNamespace="`+
+			got.App.Namespace+`", project="`+got.App.Project+`", name="`+pageJob.Name+`"`, matcherText(sil))
+		require.NotEmpty(t, got.App.Namespace)
+		require.NotEmpty(t, got.App.Project)
 		require.Empty(t, incidentOf("oncall-ext").SilencedBy, "the prefilled matchers are the incident's own")
 		b.WaitText("Silences")
 

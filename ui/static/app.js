@@ -8,7 +8,7 @@
   'use strict';
   var api = '../api/v1/incidents';
   var silencesApi = '../api/v1/silences';
-  var oncall = {}; // incident ID -> {busy, error, form: {rule, namespace, app, name, duration, comment}}: survives re-renders
+  var oncall = {}; // incident ID -> {busy, error, form: {rule, namespace, kind, app, appNamespace, project, name, duration, comment}}: survives re-renders
   var silences = []; // the silences as last listed
   var pollMillis = 5000;
   var retryMillis = 30000; // how long after the live stream failed it is tried again
@@ -183,6 +183,14 @@
     return m ? m[1] : '';
   }
 
+  // ownerNamespace is the namespace of owner(inc): the Application's, or the HelmRelease's.
+  function ownerNamespace(inc) {
+    if (inc.app) return inc.app.namespace || '';
+    if (inc.object.kind === 'HelmRelease') return inc.object.namespace || '';
+    var m = /^HelmRelease\/([^/]*)\/.+$/.exec(inc.fluxOwner || '');
+    return m ? (m[1] || inc.object.namespace || '') : '';
+  }
+
   // onCallBox shows who took the incident and whether a silence mutes it, with the Acknowledge and Silence… buttons
   // the policy allows.
   function onCallBox(inc) {
@@ -203,7 +211,8 @@
       }
       if (inc.silence && inc.silence.allowed && !s.form) {
         parts.push(button('silence-button', 'Silence…', function () {
-          oncall[inc.id] = { form: { rule: inc.rule, namespace: inc.object.namespace || '', app: owner(inc), name: inc.object.name, duration: '2h', comment: '' } };
+          oncall[inc.id] = { form: { rule: inc.rule, namespace: inc.object.namespace || '', kind: inc.object.kind || '', app: owner(inc),
+            appNamespace: ownerNamespace(inc), project: inc.app ? inc.app.project || '' : '', name: inc.object.name, duration: '2h', comment: '' } };
           rerender();
         }, s.busy));
       }
@@ -233,7 +242,8 @@
     comment.addEventListener('input', function () { f.comment = comment.value; });
     return el('div', { 'class': 'silence-form' }, [
       el('p', { 'class': 'meta' }, ['Silence the incidents that match every filled field exactly:']),
-      input('rule', 'rule'), input('namespace', 'namespace'), input('app', 'app'), input('name', 'name'),
+      input('rule', 'rule'), input('namespace', 'namespace'), input('kind', 'kind'), input('app', 'app'),
+      input('appNamespace', 'app namespace'), input('project', 'project'), input('name', 'name'),
       input('duration', 'for', { placeholder: '2h' }), el('label', {}, ['comment ', comment]),
       button('silence-create', 'Silence', function () { createSilence(id, f); }),
       button('silence-cancel', 'Cancel', function () { oncall[id] = {}; rerender(); })
@@ -260,7 +270,7 @@
   }
 
   function createSilence(id, f) {
-    var matchers = ['rule', 'namespace', 'app', 'name'].filter(function (k) { return f[k]; })
+    var matchers = ['rule', 'namespace', 'kind', 'app', 'appNamespace', 'project', 'name'].filter(function (k) { return f[k]; })
       .map(function (k) { return { name: k, value: f[k] }; });
     send('POST', silencesApi, { matchers: matchers, duration: f.duration, comment: f.comment }, id)
       .then(function () { oncall[id] = {}; }, function (err) { oncall[id] = Object.assign({}, oncall[id], { busy: false, error: err.message }); })
