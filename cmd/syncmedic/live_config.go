@@ -49,7 +49,7 @@ func (o *liveOptions) resolve(otherSource bool) error {
 	}
 	if lc != nil && lc.CurrentContext != "" {
 		if err := o.argocd.fromLogin(path, lc, ""); err != nil {
-			return err
+			return fmt.Errorf("%w; with no source flag its current context is read: give --kubeconfig or --context for the cluster alone", err)
 		}
 	}
 	if !o.kubeDefault && !o.argocd.enabled() {
