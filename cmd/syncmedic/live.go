@@ -31,7 +31,7 @@ type argoCDFlags struct {
 	// caFile is the PEM file of the CA that signs argocd-server's certificate (scan, fix and serve alike).
 	caFile string
 	// loginContext (--argocd-context) names a context of the argocd CLI's login configuration; token and
-	// grpcWebRootPath come from that configuration (resolveArgoCDLogin), never from a flag.
+	// grpcWebRootPath come from that configuration (resolveLogin, fromLogin), never from a flag.
 	loginContext, token, grpcWebRootPath string
 }
 
