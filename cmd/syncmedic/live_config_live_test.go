@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,14 +19,11 @@ import (
 // in $ARGOCD_CONFIG_DIR holding the server, its plaintext setting and a token.
 func TestLiveScanFindsItsClusterAndArgoCDLikeTheCLIs(t *testing.T) {
 	env := testenv.Kube(t)
-	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{
-		Accounts: []string{"viewer"},
-		Policy:   []string{"p, role:viewer, applications, get, */*, allow", "g, viewer, role:viewer"},
-	})
+	argo := testenv.ArgoCD(t, env, testenv.ArgoCDOptions{})
 	const appName = "login-shop"
-	// hand-written state: see leakedHook.
-	job := leakedHook(t, argo, appName)
-	token := argo.Token(t, "viewer")
+	// hand-written state: see leakedHook (the one application the Argo CD part must list).
+	leakedHook(t, argo, appName)
+	token := argo.AdminToken(t)
 	home := isolateCLIConfig(t)
 
 	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
@@ -40,7 +36,7 @@ func TestLiveScanFindsItsClusterAndArgoCDLikeTheCLIs(t *testing.T) {
 	twoContexts := filepath.Join(home, "two-contexts")
 	require.NoError(t, clientcmd.WriteToFile(*kc, twoContexts))
 	t.Setenv("KUBECONFIG", twoContexts)
-	liveCluster := "cluster " + env.Config.Host + ": "
+	liveCluster := "cluster " + kc.Clusters[kc.Contexts[live].Cluster].Server + ": "
 
 	// As `argocd login ADDR --plaintext` writes it: a context, a server and a user each named after the server.
 	writeConfig(t, filepath.Join(home, "argocd", "config"), "current-context: "+argo.Addr+"\n"+
@@ -50,21 +46,15 @@ func TestLiveScanFindsItsClusterAndArgoCDLikeTheCLIs(t *testing.T) {
 	reads := func(r syncmedic.Report, prefix string) bool {
 		return slices.ContainsFunc(r.Read, func(s string) bool { return len(s) > len(prefix) && s[:len(prefix)] == prefix })
 	}
-	stuckHook := func(t *testing.T, args ...string) syncmedic.Report {
+	// readsArgoCD scans and requires the Argo CD part to have listed the application: argocd-server refuses an
+	// unauthenticated scan (exit 3), so this proves the login's server, plaintext setting and token were used.
+	readsArgoCD := func(t *testing.T, args ...string) syncmedic.Report {
 		t.Helper()
-		var r syncmedic.Report
-		var code int
-		var errOut string
-		require.Eventually(t, func() bool {
-			code, r, errOut = liveReport(t, append(args, "--hook-finalizer-threshold", "1ms"))
-			_, found := findingOf(r, syncmedic.RuleHookFinalizerStuck, appName)
-			return code == exitStuck && found
-		}, 30*time.Second, 100*time.Millisecond, "no %s finding for %s (exit %d): %s", syncmedic.RuleHookFinalizerStuck, appName, code, errOut)
-		f, _ := findingOf(r, syncmedic.RuleHookFinalizerStuck, appName)
-		require.Equal(t, job.Name, f.Object.Name)
+		code, r, errOut := liveReport(t, args)
+		require.Contains(t, []int{exitOK, exitStuck}, code, errOut)
+		require.True(t, reads(r, "argocd "+argo.Addr+": 1 applications"), "read: %v", r.Read)
 		return r
 	}
-
 	t.Run("--context reads the live cluster, not the dead current context", func(t *testing.T) {
 		code, r, errOut := liveReport(t, []string{"--context", live})
 		require.Contains(t, []int{exitOK, exitStuck}, code, errOut)
@@ -72,20 +62,18 @@ func TestLiveScanFindsItsClusterAndArgoCDLikeTheCLIs(t *testing.T) {
 		require.False(t, reads(r, "argocd "), "--context alone read Argo CD: %v", r.Read)
 	})
 	t.Run("--argocd-context takes server, plaintext and token from the argocd login", func(t *testing.T) {
-		r := stuckHook(t, "--argocd-context", argo.Addr)
-		require.True(t, reads(r, "argocd "+argo.Addr+": "), "read: %v", r.Read)
+		r := readsArgoCD(t, "--argocd-context", argo.Addr)
 		require.False(t, reads(r, "cluster "), "--argocd-context alone read the cluster: %v", r.Read)
 	})
 	t.Run("--argocd-server without a token file takes argocd login's token for that server", func(t *testing.T) {
-		stuckHook(t, "--argocd-server", argo.Addr, "--argocd-plaintext")
+		readsArgoCD(t, "--argocd-server", argo.Addr, "--argocd-plaintext")
 	})
 	t.Run("with no source flag, both current contexts are read", func(t *testing.T) {
 		kc.CurrentContext = live
 		current := filepath.Join(home, "live-current")
 		require.NoError(t, clientcmd.WriteToFile(*kc, current))
 		t.Setenv("KUBECONFIG", current)
-		r := stuckHook(t)
+		r := readsArgoCD(t)
 		require.True(t, reads(r, liveCluster), "read: %v", r.Read)
-		require.True(t, reads(r, "argocd "+argo.Addr+": "), "read: %v", r.Read)
 	})
 }
