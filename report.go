@@ -21,11 +21,19 @@ type Report struct {
 	// Read says what each source read ("snapshot dump/: 12 objects: 5 Application, 4 Job"), so an all-clear says
 	// what it covers.
 	Read []string `json:"read,omitempty"`
+	// OldDump, when set, says the dump is more than a day older than GeneratedAt (see NewOldDump).
+	OldDump *OldDump `json:"oldDump,omitempty"`
 }
 
 // WriteTable prints findings the way kubectl prints resources: RULE, OBJECT, AGE, SUMMARY, then one line per
 // problem. An empty list prints a one-line all-clear.
-func WriteTable(w io.Writer, r Report) error {
+func WriteTable(w io.Writer, r Report) error { return writeTable(w, r, false) }
+
+// WriteWideTable is WriteTable with the columns of `-o wide`: the Argo CD app and project in columns of their own
+// (OBJECT then names the object alone), and the evidence on the finding's line.
+func WriteWideTable(w io.Writer, r Report) error { return writeTable(w, r, true) }
+
+func writeTable(w io.Writer, r Report, wide bool) error {
 	if len(r.Findings) == 0 {
 		if _, err := fmt.Fprintln(w, "No stuck syncs found."); err != nil {
 			return err
@@ -33,14 +41,25 @@ func WriteTable(w io.Writer, r Report) error {
 		if err := writeRead(w, r.Read); err != nil {
 			return err
 		}
+		if err := writeOldDump(w, r.OldDump); err != nil {
+			return err
+		}
 		return writeProblems(w, r.Problems)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tOBJECT\tAGE\tSUMMARY")
+	if wide {
+		fmt.Fprintln(tw, "RULE\tOBJECT\tAPP\tPROJECT\tAGE\tSUMMARY\tEVIDENCE")
+	} else {
+		fmt.Fprintln(tw, "RULE\tOBJECT\tAGE\tSUMMARY")
+	}
 	for _, f := range r.Findings {
 		age := "-"
 		if d := f.Age(r.GeneratedAt); d > 0 {
 			age = HumanDuration(d)
+		}
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Rule, objectName(f.Object), orDash(f.Object.App), orDash(f.Object.Project), age, oneLine(f.Summary), evidenceColumn(f.Evidence, r.GeneratedAt))
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Rule, objectColumn(f.Object), age, oneLine(f.Summary))
 	}
@@ -54,6 +73,9 @@ func WriteTable(w io.Writer, r Report) error {
 		return err
 	}
 	if err := writeRead(w, r.Read); err != nil {
+		return err
+	}
+	if err := writeOldDump(w, r.OldDump); err != nil {
 		return err
 	}
 	return writeProblems(w, r.Problems)
@@ -85,12 +107,33 @@ func writeProblems(w io.Writer, problems []string) error {
 
 // objectColumn names the object as kind/namespace/name, with the Argo CD app when it is not the object itself.
 func objectColumn(o ObjectRef) string {
-	s := o.Kind + "/" + o.Name
-	if o.Namespace != "" {
-		s = o.Kind + "/" + o.Namespace + "/" + o.Name
-	}
+	s := objectName(o)
 	if o.App != "" && !(o.Kind == "Application" && o.Name == o.App) {
 		s += " (app " + o.App + ")"
+	}
+	return s
+}
+
+// objectName names the object as kind/namespace/name.
+func objectName(o ObjectRef) string {
+	if o.Namespace != "" {
+		return o.Kind + "/" + o.Namespace + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Name
+}
+
+// evidenceColumn is a finding's evidence on one line: "field = value (age ago); …".
+func evidenceColumn(ev []Evidence, now time.Time) string {
+	parts := make([]string, 0, len(ev))
+	for _, e := range ev {
+		parts = append(parts, oneLine(e.Format(now)))
+	}
+	return orDash(strings.Join(parts, "; "))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
 	return s
 }
@@ -107,6 +150,7 @@ type printedReport struct {
 	Findings    []printedFinding `json:"findings"`
 	Problems    []string         `json:"problems,omitempty"`
 	Read        []string         `json:"read,omitempty"`
+	OldDump     *OldDump         `json:"oldDump,omitempty"`
 }
 
 // printedFinding is a Finding with the command that fixes it, set only when it has an automatic remedy (`fix`
@@ -117,7 +161,7 @@ type printedFinding struct {
 }
 
 func printed(r Report) printedReport {
-	p := printedReport{GeneratedAt: r.GeneratedAt, Findings: make([]printedFinding, 0, len(r.Findings)), Problems: r.Problems, Read: r.Read}
+	p := printedReport{GeneratedAt: r.GeneratedAt, Findings: make([]printedFinding, 0, len(r.Findings)), Problems: r.Problems, Read: r.Read, OldDump: r.OldDump}
 	for _, f := range r.Findings {
 		pf := printedFinding{Finding: f}
 		if f.Remedy.Action != ActionNone && f.Fingerprint != "" {
@@ -145,15 +189,17 @@ func WriteYAML(w io.Writer, r Report) error {
 	return err
 }
 
-// WriteReport prints r in format ("table", "json" or "yaml").
+// WriteReport prints r in format ("table", "wide", "json" or "yaml").
 func WriteReport(w io.Writer, format string, r Report) error {
 	switch format {
 	case "table", "":
 		return WriteTable(w, r)
+	case "wide":
+		return WriteWideTable(w, r)
 	case "json":
 		return WriteJSON(w, r)
 	case "yaml":
 		return WriteYAML(w, r)
 	}
-	return fmt.Errorf("unknown output format %q: want table, json or yaml", format)
+	return fmt.Errorf("unknown output format %q: want table, wide, json or yaml", format)
 }

@@ -92,8 +92,10 @@ func (c *APIClient) Close() error {
 type ClientOptions struct {
 	// ServerAddr is host:port of argocd-server (":443" is assumed without a port, as the CLI does).
 	ServerAddr string
-	// TokenFile holds the API token; when empty the token comes from ARGOCD_AUTH_TOKEN.
+	// TokenFile holds the API token; when empty the token comes from Token, else from ARGOCD_AUTH_TOKEN.
 	TokenFile string
+	// Token is the API token itself, as the argocd CLI's login configuration holds it; it never appears in errors.
+	Token string
 	// PlainText disables TLS; Insecure skips verifying the server certificate.
 	PlainText, Insecure bool
 	// CAFile holds the PEM certificate(s) that sign argocd-server's certificate (its default one is self-signed), in
@@ -142,7 +144,7 @@ const probeTimeout = 10 * time.Second
 // of its own, bounded by ctx and probeTimeout, so that an unreachable server, a TLS mismatch or a server that
 // accepts connections but does not answer gRPC is an error here that names the flag to fix, not a hang or a raw
 // error on the first call (a gRPC-web tunnel is not probed: its errors come with each call). The token is read from
-// o.TokenFile (trimmed), else from ARGOCD_AUTH_TOKEN; it never appears in errors.
+// o.TokenFile (trimmed), else from o.Token, else from ARGOCD_AUTH_TOKEN; it never appears in errors.
 func DialContext(ctx context.Context, o ClientOptions) (*APIClient, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -159,8 +161,11 @@ func DialContext(ctx context.Context, o ClientOptions) (*APIClient, error) {
 	return dial(o, token)
 }
 
-// readToken reads o.TokenFile (trimmed), else ARGOCD_AUTH_TOKEN.
+// readToken reads o.TokenFile (trimmed), else o.Token, else ARGOCD_AUTH_TOKEN.
 func readToken(o ClientOptions) (string, error) {
+	if o.TokenFile == "" && o.Token != "" {
+		return o.Token, nil
+	}
 	if o.TokenFile == "" {
 		return os.Getenv(EnvAuthToken), nil
 	}

@@ -34,9 +34,10 @@ func newFixCommand() *cobra.Command {
 		Long: "fix scans live again, finds the current finding with ID — its fingerprint (the `fix:` line of `syncmedic scan\n" +
 			"-o yaml`) or an incident ID (fingerprint-number, as Slack shows it) — and applies its remedy through the owning\n" +
 			"tool's API. Without --yes it only prints the exact steps it would take. With serve's incident store\n" +
-			"(--state-file or --state-configmap) it also knows the findings it saw before, and says when one is gone.\n" +
-			"Exit codes: 0 done, or the live scan confirms a known finding is gone; 2 bad usage, an ID never seen, or no\n" +
-			"automatic remedy; 3 the action or a connection failed.",
+			"(--state-file or --state-configmap) it also knows the findings it saw before, and says when one is gone.",
+		Annotations: map[string]string{exitCodesAnnotation: "  0  done, or the live scan confirms a known finding is gone\n" +
+			"  2  bad usage, an ID never seen, or no automatic remedy\n" +
+			"  3  the action or a connection failed"},
 		Example: `  syncmedic fix 3f9a0c2d1e4b5a67 --argocd-server argocd.example.com:443 --argocd-token-file token
   syncmedic fix 3f9a0c2d1e4b5a67-1773144000 --argocd-server argocd.example.com:443 --argocd-token-file token --yes \
     --kubeconfig ~/.kube/config --state-configmap syncmedic/syncmedic-state`,
@@ -63,8 +64,11 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if !o.live.argocd.enabled() && o.live.kubeconfig == "" {
-		return &exitError{code: exitUsage, err: errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN) for Argo CD remedies, --kubeconfig for Flux and Argo Workflows remedies")}
+	if err := o.live.resolve(false); err != nil {
+		if errors.Is(err, errNothingToScan) {
+			err = errors.New("fix needs a live source: give --argocd-server (and --argocd-token-file or ARGOCD_AUTH_TOKEN) or --argocd-context for Argo CD remedies, --kubeconfig or --context (or a kubeconfig in $KUBECONFIG or ~/.kube/config) for Flux and Argo Workflows remedies")
+		}
+		return &exitError{code: exitUsage, err: err}
 	}
 	sources, err := liveSources(&o.live, o.thresholds)
 	if err != nil {

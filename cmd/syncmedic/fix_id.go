@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/incident"
@@ -60,16 +59,16 @@ func (o *fixOptions) stateStore() (incident.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		if o.live.kubeconfig == "" {
-			return nil, errors.New("--state-configmap needs --kubeconfig: the ConfigMap is read through the Kubernetes API")
+		if !o.live.kubeEnabled() {
+			return nil, errors.New("--state-configmap needs --kubeconfig or --context: the ConfigMap is read through the Kubernetes API")
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.live.kubeconfig)
+		cfg, err := o.live.restConfig()
 		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", o.live.kubeconfig, err)
+			return nil, err
 		}
 		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", o.live.kubeconfig, err)
+			return nil, fmt.Errorf("%s: %w", o.live.kubeSource(), err)
 		}
 		return &incident.ConfigMapStore{Client: c, Namespace: ns, Name: name}, nil
 	}
@@ -120,8 +119,8 @@ func coverage(f syncmedic.Finding, o *liveOptions, problems []string) (bool, str
 		}
 		return true, ""
 	}
-	if o.kubeconfig == "" {
-		return false, "it is a cluster finding and the scan did not read the cluster: give --kubeconfig"
+	if !o.kubeEnabled() {
+		return false, "it is a cluster finding and the scan did not read the cluster: give --kubeconfig or --context"
 	}
 	gk := schema.GroupKind{Group: f.Object.Group, Kind: f.Object.Kind}
 	for _, l := range liveLists {

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
@@ -20,7 +19,7 @@ import (
 
 // fixRemediers builds the remediers `fix` can use with the live sources given: Argo CD's (through the Argo CD API)
 // with --argocd-server; Flux's reconcile requests and the Workflow remedy (through the Kubernetes API) with
-// --kubeconfig — the same ones, merged the same way, as `serve` uses.
+// the cluster (--kubeconfig, --context, or the kubeconfig's defaults) — the same ones, merged the same way, as `serve` uses.
 func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func(), error) {
 	rems := syncmedic.Remediers{}
 	var closers []func()
@@ -53,18 +52,18 @@ func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func()
 			return nil, closeAll, err
 		}
 	}
-	if o.kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if o.kubeEnabled() {
+		cfg, err := o.restConfig()
 		if err != nil {
-			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+			return nil, closeAll, err
 		}
 		fluxRems, err := fluxRemediers(cfg)
 		if err != nil {
-			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+			return nil, closeAll, fmt.Errorf("%s: %w", o.kubeSource(), err)
 		}
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
-			return nil, closeAll, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+			return nil, closeAll, fmt.Errorf("%s: %w", o.kubeSource(), err)
 		}
 		wf := kube.NewWorkflowRemedier(dyn)
 		if err := add(fluxRems); err != nil {
@@ -104,5 +103,5 @@ func neededSource(a syncmedic.ActionID) string {
 	if strings.HasPrefix(string(a), "argocd/") {
 		return "--argocd-server: it goes through the Argo CD API"
 	}
-	return "--kubeconfig: it goes through the Kubernetes API"
+	return "--kubeconfig or --context: it goes through the Kubernetes API"
 }

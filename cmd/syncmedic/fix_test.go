@@ -43,7 +43,7 @@ func TestFixUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("ARGOCD_AUTH_TOKEN", "")
+			isolateCLIConfig(t) // no kubeconfig or argocd login of the machine is read
 			code, _, errOut := runCLI(t, tt.args...)
 			require.Equal(t, tt.code, code, errOut)
 			require.Contains(t, errOut, tt.mentions)

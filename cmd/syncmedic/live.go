@@ -14,8 +14,12 @@ import (
 
 // liveOptions are the flags that point scan, fix and serve at a live Argo CD and cluster.
 type liveOptions struct {
-	kubeconfig string
-	argocd     argoCDFlags
+	// kubeconfig and kubeContext (--kubeconfig, --context) choose the cluster as kubectl does (live_config.go).
+	kubeconfig, kubeContext string
+	// kubeDefault turns the cluster part on with no flag: scan and fix were given no source at all, so they read the
+	// cluster the kubeconfig's current context names, as kubectl does.
+	kubeDefault bool
+	argocd      argoCDFlags
 }
 
 // argoCDFlags are the Argo CD connection and scope flags shared by scan, fix and serve.
@@ -26,6 +30,9 @@ type argoCDFlags struct {
 	selector, appNamespace, uiURL string
 	// caFile is the PEM file of the CA that signs argocd-server's certificate (scan, fix and serve alike).
 	caFile string
+	// loginContext (--argocd-context) names a context of the argocd CLI's login configuration; token and
+	// grpcWebRootPath come from that configuration (resolveLogin, fromLogin), never from a flag.
+	loginContext, token, grpcWebRootPath string
 }
 
 func addArgoCDFlags(f *pflag.FlagSet, o *argoCDFlags) {
@@ -52,7 +59,7 @@ func (o argoCDFlags) judgesAllHooks() bool {
 }
 
 func (o argoCDFlags) clientOptions() argocd.ClientOptions {
-	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb, CAFile: o.caFile}
+	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, Token: o.token, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb, GRPCWebRootPath: o.grpcWebRootPath, CAFile: o.caFile}
 }
 
 func (o argoCDFlags) scanOptions(c argocd.Client, th argocd.Thresholds) argocd.ScanOptions {
@@ -60,8 +67,10 @@ func (o argoCDFlags) scanOptions(c argocd.Client, th argocd.Thresholds) argocd.S
 }
 
 func addLiveFlags(cmd *cobra.Command, o *liveOptions) {
-	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to scan live (in-cluster config when running in a Pod)")
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to scan live (enables the cluster part; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, when --context is given or no source at all)")
+	cmd.Flags().StringVar(&o.kubeContext, "context", "", "kubeconfig context of the cluster to scan live (enables the cluster part; default: the current context)")
 	addArgoCDFlags(cmd.Flags(), &o.argocd)
+	cmd.Flags().StringVar(&o.argocd.loginContext, "argocd-context", "", "context of the argocd CLI's login configuration ($ARGOCD_CONFIG_DIR/config, else ~/.config/argocd/config) giving the server, token and TLS settings (enables the Argo CD part; the current context is used when no source at all is given)")
 }
 
 // liveSourceBuilders are the live finding sources other files add (one per tool), next to Argo CD's.

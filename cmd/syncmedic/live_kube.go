@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
@@ -68,19 +67,19 @@ var liveLists = []liveList{
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, gk: schema.GroupKind{Kind: "Secret"}, labels: "owner=helm", forbiddenOK: true},
 }
 
-// kubeLiveSources is the live cluster part of `scan` and `fix`: with --kubeconfig it lists the kinds above and runs
-// the same rules as a snapshot scan over them (one code path for dumps and live clusters).
+// kubeLiveSources is the live cluster part of `scan` and `fix`: when it is on (liveOptions.kubeEnabled) it lists the
+// kinds above and runs the same rules as a snapshot scan over them (one code path for dumps and live clusters).
 func kubeLiveSources(o *liveOptions, th snapshot.Thresholds) ([]findingSource, error) {
-	if o.kubeconfig == "" {
+	if !o.kubeEnabled() {
 		return nil, nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	cfg, err := o.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+		return nil, fmt.Errorf("%s: %w", o.kubeSource(), err)
 	}
 	read := new(string)
 	return []findingSource{{name: "cluster " + cfg.Host, read: read, scan: func(ctx context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {

@@ -31,6 +31,8 @@ type findingSource struct {
 	scan  func(ctx context.Context, now time.Time) (findings []syncmedic.Finding, problems []string, err error)
 	// read, when set, is filled by scan with what it read ("12 objects: 5 Application, …"), for the report.
 	read *string
+	// newest, when set, is filled by scan with the newest timestamp of a dump, for the report's OldDump notice.
+	newest *time.Time
 }
 
 func newScanCommand() *cobra.Command {
@@ -43,8 +45,16 @@ func newScanCommand() *cobra.Command {
   # only one rule, with the evidence and the exact fix
   syncmedic scan --snapshot dump/ --rule argocd/hook-finalizer-stuck -o yaml
   # a live Argo CD and cluster
-  syncmedic scan --argocd-server argocd.example.com --argocd-token-file token --kubeconfig ~/.kube/config`,
+  syncmedic scan --argocd-server argocd.example.com --argocd-token-file token --kubeconfig ~/.kube/config
+  # the kubeconfig's current context ($KUBECONFIG or ~/.kube/config) and the current context of argocd login
+  syncmedic scan
+  # another context of each
+  syncmedic scan --context prod --argocd-context argocd.prod.example.com`,
 		Args: cobra.NoArgs,
+		Annotations: map[string]string{exitCodesAnnotation: "  0  nothing is stuck\n" +
+			"  1  something is stuck\n" +
+			"  2  bad usage or unreadable input (a dump with no Kubernetes object in it)\n" +
+			"  3  a live source could not be reached or refused the scan"},
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -55,7 +65,7 @@ func newScanCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.snapshots, "snapshot", nil, "file or directory of kubectl get -o yaml/json and argocd app get -o json output to diagnose (repeatable)")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide (adds the app, project and evidence columns), json or yaml")
 	f.StringArrayVar(&o.rules, "rule", nil, "report only this rule ID (repeatable); see docs/rules.md")
 	f.StringVar(&o.now, "now", "", "judge ages at this RFC3339 instant instead of the current time (for old dumps)")
 	addThresholdFlags(cmd, &o.thresholds)
@@ -103,18 +113,19 @@ func runScan(cmd *cobra.Command, o *scanOptions) error {
 		want[id] = true
 	}
 	switch o.output {
-	case "table", "json", "yaml":
+	case "table", "wide", "json", "yaml":
 	default:
-		return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want table, json or yaml", o.output)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want table, wide, json or yaml", o.output)}
+	}
+	if err := o.live.resolve(len(o.snapshots) > 0); err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
 	sources, err := scanSources(o)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if len(sources) == 0 {
-		return &exitError{code: exitUsage, err: fmt.Errorf("nothing to scan: give --snapshot PATH, or --argocd-server and/or --kubeconfig for a live scan")}
-	}
 	report := syncmedic.Report{GeneratedAt: now}
+	var newest time.Time
 	for _, s := range sources {
 		fs, problems, err := s.scan(cmd.Context(), now)
 		if err != nil {
@@ -129,6 +140,12 @@ func runScan(cmd *cobra.Command, o *scanOptions) error {
 		if s.read != nil && *s.read != "" {
 			report.Read = append(report.Read, s.name+": "+*s.read)
 		}
+		if s.newest != nil && s.newest.After(newest) {
+			newest = *s.newest
+		}
+	}
+	if o.now == "" {
+		report.OldDump = syncmedic.NewOldDump(newest, now)
 	}
 	report.Findings = syncmedic.DropShadowed(report.Findings)
 	if len(want) > 0 {
@@ -154,8 +171,8 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 	var out []findingSource
 	for _, p := range o.snapshots {
 		path := p
-		read := new(string)
-		out = append(out, findingSource{name: "snapshot " + path, input: true, read: read, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
+		read, newest := new(string), new(time.Time)
+		out = append(out, findingSource{name: "snapshot " + path, input: true, read: read, newest: newest, scan: func(_ context.Context, now time.Time) ([]syncmedic.Finding, []string, error) {
 			s, err := snapshot.ReadPaths(path)
 			if err != nil {
 				return nil, nil, err
@@ -169,6 +186,7 @@ func scanSources(o *scanOptions) ([]findingSource, error) {
 				return nil, nil, fmt.Errorf("%s: nothing was checked; give files as `kubectl get … -o yaml|json` and `argocd app list -o json` print them (.yaml, .yml, .json; .txt and .log when they hold such a dump)", why)
 			}
 			*read = s.Summary()
+			*newest = s.Newest(now)
 			obs := s.Observe()
 			var problems []string
 			for _, p := range append(s.Problems, obs.Problems...) {

@@ -110,13 +110,14 @@ func TestScanUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"an unknown rule is refused with a pointer to the catalog", []string{"scan", "--snapshot", ".", "--rule", "argocd/nope"}, "unknown rule"},
-		{"an unknown output format is refused", []string{"scan", "--snapshot", ".", "-o", "xml"}, "want table, json or yaml"},
+		{"an unknown output format is refused", []string{"scan", "--snapshot", ".", "-o", "xml"}, "want table, wide, json or yaml"},
 		{"a bad --now is refused with an example", []string{"scan", "--snapshot", ".", "--now", "yesterday"}, "RFC3339"},
 		{"nothing to scan says what to give", []string{"scan"}, "nothing to scan"},
 		{"a missing snapshot path is an input error", []string{"scan", "--snapshot", filepath.Join(os.TempDir(), "syncmedic-does-not-exist")}, "no such file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			isolateCLIConfig(t) // no kubeconfig or argocd login of the machine is read
 			code, _, errOut := runCLI(t, c.args...)
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errOut, c.want)
