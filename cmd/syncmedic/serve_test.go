@@ -177,7 +177,7 @@ func TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr(t *testing.T) {
 	const hmacToken = "metrics-addr-hmac-token"
 	metricsAddr := freeAddr(t)
 	srv := startServe(t, "--metrics-addr", metricsAddr, "--state-file", filepath.Join(t.TempDir(), "state.json"),
-		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken), "--api-token-file", writeFile(t, "api-token", "api-token-of-the-metrics-test"))
+		"--flux-hmac-token-file", writeFile(t, "flux-hmac-token", hmacToken), "--api-token-file", writeFile(t, "api-token", "api-token-of-the-metrics-test-0123456789"))
 	require.Equal(t, "http://"+metricsAddr, srv.Metrics)
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		code, body := get(srv.Metrics + path)
