@@ -61,7 +61,7 @@ type AppSetPollerOptions struct {
 
 // AppSetPoller lists ApplicationSets through argocd-server every Period and reports argocd/rollingsync-stalled for
 // each one. It reads an Application only when its ApplicationSet's status already names it as a possible holder
-// (holdCandidates), so a rollout that progresses or is complete costs one List per period and nothing more. It
+// (rules.HoldCandidates), so a rollout that progresses or is complete costs one List per period and nothing more. It
 // implements syncmedic.Source.
 type AppSetPoller struct {
 	o AppSetPollerOptions

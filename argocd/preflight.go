@@ -23,7 +23,7 @@ type AccountClient interface {
 
 var _ AccountClient = accountpkg.AccountServiceClient(nil)
 
-// accessOf returns explicit when set, else c's CanI when c has one (an APIClient does; test doubles may not).
+// AccessOf returns explicit when set, else c's CanI when c has one (an APIClient does; test doubles may not).
 func AccessOf(explicit AccountClient, c any) AccountClient {
 	if explicit != nil {
 		return explicit
@@ -88,7 +88,7 @@ func WatchScope(projects []string, appNamespace string) []string {
 	return out
 }
 
-// canI asks argocd-server whether the token's account may take the action on the resource's objects matching object.
+// CanI asks argocd-server whether the token's account may take the action on the resource's objects matching object.
 func CanI(ctx context.Context, c AccountClient, p Permission) (bool, error) {
 	res, err := c.CanI(ctx, &accountpkg.CanIRequest{Resource: p.resource(), Action: p.Action, Subresource: p.Object})
 	if err != nil {

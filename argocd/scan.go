@@ -38,7 +38,7 @@ type ScanOptions struct {
 // applications whose live state could not be read; they are still judged on what the application says. An account
 // that may not get the scanned applications (CanI, see CheckWatch) is refused with an *AccessError rather than
 // reported as having nothing stuck, since argocd-server would list none of them. An application whose sync waits for
-// a resource's health that the list does not carry is read once more with Get (waitsOnUnknownHealth).
+// a resource's health that the list does not carry is read once more with Get (rules.WaitsOnUnknownHealth).
 func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
 	if o.Client == nil {
 		return nil, nil, errors.New("argocd scan: no client")

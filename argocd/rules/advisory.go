@@ -8,9 +8,10 @@ import (
 	"github.com/syncmedic/syncmedic"
 )
 
-// version is a parsed Argo CD server version (the Version API's "v2.14.3+abc1234").
+// Version is a parsed Argo CD server version (the Version API's "v2.14.3+abc1234").
 type Version struct{ Major, Minor, Patch int }
 
+// Less reports whether v is an earlier release than o.
 func (v Version) Less(o Version) bool {
 	if v.Major != o.Major {
 		return v.Major < o.Major
@@ -23,7 +24,7 @@ func (v Version) Less(o Version) bool {
 
 func (v Version) String() string { return fmt.Sprintf("v%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
-// parseVersion reads "v2.14.3", "2.14.3+abc", "v3.1.0-rc2"; ok is false for anything else.
+// ParseVersion reads "v2.14.3", "2.14.3+abc", "v3.1.0-rc2"; ok is false for anything else.
 func ParseVersion(s string) (Version, bool) {
 	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
 	if i := strings.IndexAny(s, "+-"); i >= 0 {

@@ -63,7 +63,7 @@ func WaitingForHealth(obs AppObservation, now time.Time, th Thresholds) []syncme
 	return []syncmedic.Finding{f}
 }
 
-// waitsOnUnknownHealth reports whether app's operation waits for the healthy state of a resource whose health app
+// WaitsOnUnknownHealth reports whether app's operation waits for the healthy state of a resource whose health app
 // does not carry (v3 argocd-server's List leaves status.resources[].health out; Get and Watch fill it in).
 func WaitsOnUnknownHealth(app *v1alpha1.Application) bool {
 	op := app.Status.OperationState

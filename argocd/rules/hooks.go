@@ -40,7 +40,7 @@ func hookType(obj *unstructured.Unstructured) string {
 	return ""
 }
 
-// finalizerIndex returns the index of name in obj's finalizers, or -1.
+// FinalizerIndex returns the index of name in obj's finalizers, or -1.
 func FinalizerIndex(obj *unstructured.Unstructured, name string) int {
 	for i, f := range obj.GetFinalizers() {
 		if f == name {

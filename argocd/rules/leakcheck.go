@@ -31,7 +31,7 @@ func ParseHookLeakCheck(s string) (HookLeakCheck, error) {
 	return "", fmt.Errorf("hook leak check %q: want auto, always or never", s)
 }
 
-// enabled reports whether the check applies to a server of this version.
+// Enabled reports whether the check applies to a server of this version.
 func (c HookLeakCheck) Enabled(serverVersion string) bool {
 	switch c {
 	case HookLeakAlways:

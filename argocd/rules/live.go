@@ -11,22 +11,24 @@ import (
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
-// liveNeed says whether the rules need an application's live hook objects, judged from the application alone.
+// LiveNeed says whether the rules need an application's live hook objects, judged from the application alone.
 // Healthy applications never need them, so they cost no API call beyond the watch.
 type LiveNeed int
 
+// The live needs.
 const (
+	// LiveNone: the rules need no live hook object.
 	LiveNone LiveNeed = iota
-	// liveNow: the operation is Running/Terminating, or Failed with "field is immutable", or a hook was seen with the
+	// LiveNow: the operation is Running/Terminating, or Failed with "field is immutable", or a hook was seen with the
 	// finalizer: fetch on every change, on every threshold and every resync interval.
 	LiveNow
-	// liveOnce: the last operation ran hooks and finished more than the hook-finalizer threshold ago; one look per
+	// LiveOnce: the last operation ran hooks and finished more than the hook-finalizer threshold ago; one look per
 	// operation tells whether a hook kept argocd.argoproj.io/hook-finalizer (v2.14.3 orphan, v3 leak). The Watcher
 	// takes it only where its HookLeakCheck applies (by default: servers that can leak the finalizer).
 	LiveOnce
 )
 
-// needsLive classifies an application; finalizerSeen is true when its last fetched hooks carried the finalizer.
+// NeedsLive classifies an application; finalizerSeen is true when its last fetched hooks carried the finalizer.
 func NeedsLive(app *v1alpha1.Application, finalizerSeen bool, now time.Time, th Thresholds) LiveNeed {
 	if finalizerSeen {
 		return LiveNow
@@ -97,7 +99,7 @@ func OperationSignature(op *v1alpha1.OperationState) string {
 	return b.String()
 }
 
-// nextDeadline returns the earliest instant after now at which a rule's verdict on obs can change by the passing of
+// NextDeadline returns the earliest instant after now at which a rule's verdict on obs can change by the passing of
 // time alone (a threshold crossed), or zero when none can.
 //
 // A silence that ends with time counts too: an operation waiting for its retry backoff is on schedule until the
@@ -165,7 +167,7 @@ func NextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 	return next
 }
 
-// hasHookFinalizer reports whether any hook carries argocd.argoproj.io/hook-finalizer.
+// HasHookFinalizer reports whether any hook carries argocd.argoproj.io/hook-finalizer.
 func HasHookFinalizer(hooks []*unstructured.Unstructured) bool {
 	for _, h := range hooks {
 		if FinalizerIndex(h, HookFinalizer) >= 0 {
@@ -175,7 +177,7 @@ func HasHookFinalizer(hooks []*unstructured.Unstructured) bool {
 	return false
 }
 
-// hookCandidates picks the tree nodes worth a GetResource.
+// HookCandidates picks the tree nodes worth a GetResource.
 func HookCandidates(app *v1alpha1.Application, tree *v1alpha1.ApplicationTree) []v1alpha1.ResourceNode {
 	named := map[hookRef]bool{}
 	if op := app.Status.OperationState; op != nil {

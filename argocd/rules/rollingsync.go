@@ -97,7 +97,7 @@ func RollingSyncStalled(obs AppSetObservation, now time.Time, th Thresholds) []s
 	return []syncmedic.Finding{f}
 }
 
-// holdCandidates returns the names of the Applications that may hold the ApplicationSet's rollout at now (entries of
+// HoldCandidates returns the names of the Applications that may hold the ApplicationSet's rollout at now (entries of
 // the current step Pending or Progressing past the threshold): the only ones argocd/rollingsync-stalled needs to
 // read. A rollout that is complete, or within its threshold, needs none.
 func HoldCandidates(as *v1alpha1.ApplicationSet, now time.Time, th Thresholds) []string {

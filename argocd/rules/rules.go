@@ -431,7 +431,7 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 
 // stuckSince is when argocd/operation-stuck starts counting on the Running or Terminating op of obs: its last change
 // (startedAt, or StateSince when later) or, for an operation waiting to retry, when the retry is due if that is later.
-// OperationStuck and nextDeadline both read it, so serve wakes up when the rule can first fire.
+// OperationStuck and NextDeadline both read it, so serve wakes up when the rule can first fire.
 func stuckSince(obs AppObservation, op *v1alpha1.OperationState) time.Time {
 	since := op.StartedAt.Time
 	if !obs.StateSince.IsZero() && obs.StateSince.After(since) {
