@@ -5,6 +5,7 @@ import (
 	"go/build"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -137,7 +138,7 @@ func name(rel string) string {
 // incident ← remedy/notify ← ui ← cmd over every package's non-test imports (tests may wire anything together).
 func TestDependenciesPointDownTheLayers(t *testing.T) {
 	pkgs := modulePackages(t)
-	for _, want := range []string{"", "policy", "incident", "remedy", "notify", "ui", "cmd/syncmedic", "argocd", "flux"} {
+	for _, want := range []string{"", "policy", "incident", "remedy", "notify", "ui", "cmd/syncmedic", "argocd", "argocd/rules", "argocd/remedy", "flux"} {
 		_, ok := pkgs[want]
 		require.True(t, ok, "package %s is gone: update the layers of this test", name(want))
 	}
@@ -175,4 +176,45 @@ func TestTheVocabularyRunsNothing(t *testing.T) {
 			require.False(t, strings.HasPrefix(imp, banned), "package syncmedic imports %s: the vocabulary runs nothing (move the code to incident, remedy or policy)", imp)
 		}
 	}
+}
+
+// deps returns every package the package at rel builds on, itself included, direct or not (`go list -deps`, tests
+// left out).
+func deps(t *testing.T, rel string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "./"+rel).Output()
+	require.NoError(t, err, "go list -deps ./%s", rel)
+	return strings.Fields(string(out))
+}
+
+// TestArgoCDPackagesPointOneWay checks the one direction inside argocd/: the rules (argocd/rules) are pure functions
+// of an observation, so they build on no Argo CD client and no gRPC; the remedies (argocd/remedy) are the only
+// writers, and neither the client and watch (argocd) nor the rules build on them. The check is transitive. gRPC is
+// the package google.golang.org/grpc, which every connection, call option and generated service client imports; its
+// error-code packages (codes, status), which the Application types carry, are no client.
+func TestArgoCDPackagesPointOneWay(t *testing.T) {
+	const argocd, rules, remedy = module + "/argocd", module + "/argocd/rules", module + "/argocd/remedy"
+	noClient := map[string]string{
+		argocd:                                   "the Argo CD client",
+		remedy:                                   "the remedies",
+		"google.golang.org/grpc":                 "gRPC",
+		module + "/internal/argoapi/application": "the ApplicationService gRPC client",
+		module + "/internal/argoapi/applicationset": "the ApplicationSetService gRPC client",
+	}
+	var bad []string
+	for _, d := range deps(t, "argocd/rules") {
+		if what, ok := noClient[d]; ok {
+			bad = append(bad, "argocd/rules builds on "+d+" ("+what+"): the rules are pure functions of an observation; move what needs it to argocd or argocd/remedy")
+		}
+		if strings.HasPrefix(d, "github.com/argoproj/argo-cd/v2/pkg/apiclient") {
+			bad = append(bad, "argocd/rules builds on "+d+" (an Argo CD API client): the rules are pure functions of an observation; move what needs it to argocd or argocd/remedy")
+		}
+	}
+	for _, d := range deps(t, "argocd") {
+		if d == remedy {
+			bad = append(bad, "argocd builds on argocd/remedy: the client and watch sit below the remedies; move the definition it needs into argocd or argocd/rules")
+		}
+	}
+	sort.Strings(bad)
+	require.Empty(t, bad, "imports against the direction argocd/rules ← argocd ← argocd/remedy:\n%s", strings.Join(bad, "\n"))
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/applicationset"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
@@ -25,29 +26,9 @@ type AppSetClient interface {
 func listAppSets(ctx context.Context, c AppSetClient, projects []string, namespace string) (sets []v1alpha1.ApplicationSet, complete bool, err error) {
 	list, err := c.ListApplicationSets(ctx, &applicationset.ApplicationSetListQuery{Projects: projects, AppsetNamespace: namespace})
 	if err != nil {
-		return nil, false, classify(CallListAppSets, "(all applicationsets)", err)
+		return nil, false, Classify(CallListAppSets, "(all applicationsets)", err)
 	}
 	return list.Items, list.ResourceVersion != "", nil
-}
-
-// holdCandidates returns the names of the Applications that may hold the ApplicationSet's rollout at now (entries of
-// the current step Pending or Progressing past the threshold): the only ones argocd/rollingsync-stalled needs to
-// read. A rollout that is complete, or within its threshold, needs none.
-func holdCandidates(as *v1alpha1.ApplicationSet, now time.Time, th Thresholds) []string {
-	if as.DeletionTimestamp != nil || !RollingSyncEnabled(as) {
-		return nil
-	}
-	step := currentRolloutStep(as)
-	if step == 0 {
-		return nil
-	}
-	var out []string
-	for _, e := range stepEntries(as, step) {
-		if (e.Status == RolloutPending || e.Status == RolloutProgressing) && e.LastTransitionTime != nil && now.Sub(e.LastTransitionTime.Time) >= th.RollingSyncStalled {
-			out = append(out, e.Application)
-		}
-	}
-	return out
 }
 
 // AppSetSubject returns the sink subject of an ApplicationSet: "argocd/<instance>/applicationset/<namespace>/<name>".
@@ -67,7 +48,7 @@ type AppSetPollerOptions struct {
 	Projects   []string
 	Namespace  string
 	UIURL      string
-	Thresholds Thresholds
+	Thresholds rules.Thresholds
 	// Period is how often the ApplicationSets are listed (default 1m): argocd-server has no ApplicationSet watch, and
 	// a rollout is judged on a threshold of tens of minutes.
 	Period time.Duration
@@ -80,7 +61,7 @@ type AppSetPollerOptions struct {
 
 // AppSetPoller lists ApplicationSets through argocd-server every Period and reports argocd/rollingsync-stalled for
 // each one. It reads an Application only when its ApplicationSet's status already names it as a possible holder
-// (holdCandidates), so a rollout that progresses or is complete costs one List per period and nothing more. It
+// (rules.HoldCandidates), so a rollout that progresses or is complete costs one List per period and nothing more. It
 // implements syncmedic.Source.
 type AppSetPoller struct {
 	o AppSetPollerOptions
@@ -95,8 +76,8 @@ var _ syncmedic.Source = (*AppSetPoller)(nil)
 
 // NewAppSetPoller fills o's defaults.
 func NewAppSetPoller(o AppSetPollerOptions) *AppSetPoller {
-	if o.Thresholds == (Thresholds{}) {
-		o.Thresholds = DefaultThresholds()
+	if o.Thresholds == (rules.Thresholds{}) {
+		o.Thresholds = rules.DefaultThresholds()
 	}
 	if o.Period <= 0 {
 		o.Period = time.Minute
@@ -107,7 +88,7 @@ func NewAppSetPoller(o AppSetPollerOptions) *AppSetPoller {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &AppSetPoller{o: o, reported: map[string]bool{}, access: accessOf(o.Access, o.Client)}
+	return &AppSetPoller{o: o, reported: map[string]bool{}, access: AccessOf(o.Access, o.Client)}
 }
 
 // Run polls until ctx ends. A failed list is logged and tried again at the next period: it never stops the rest of
@@ -149,8 +130,8 @@ func (p *AppSetPoller) Poll(ctx context.Context, sink syncmedic.Sink) error {
 		as := &sets[i]
 		subject := AppSetSubject(p.o.Instance, as.Namespace, as.Name)
 		seen[subject] = true
-		obs := AppSetObservation{Instance: p.o.Instance, AppSet: as, UIURL: p.o.UIURL, Apps: p.candidates(ctx, as, now)}
-		sink.Observe(ctx, subject, RollingSyncStalled(obs, now, p.o.Thresholds))
+		obs := rules.AppSetObservation{Instance: p.o.Instance, AppSet: as, UIURL: p.o.UIURL, Apps: p.candidates(ctx, as, now)}
+		sink.Observe(ctx, subject, rules.RollingSyncStalled(obs, now, p.o.Thresholds))
 	}
 	if !complete {
 		// What it leaves out may exist: kept for the next poll, neither reported gone nor evaluated.
@@ -199,7 +180,7 @@ func (p *AppSetPoller) mayGetAll(ctx context.Context) bool {
 // candidates gets the Applications that may hold the rollout. One that cannot be read is left out: the rule then
 // claims nothing about it.
 func (p *AppSetPoller) candidates(ctx context.Context, as *v1alpha1.ApplicationSet, now time.Time) map[string]*v1alpha1.Application {
-	names := holdCandidates(as, now, p.o.Thresholds)
+	names := rules.HoldCandidates(as, now, p.o.Thresholds)
 	if len(names) == 0 {
 		return nil
 	}

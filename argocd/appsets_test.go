@@ -75,7 +75,7 @@ func TestScanReadsApplicationSets(t *testing.T) {
 		fs, problems, err := Scan(context.Background(), ScanOptions{Client: f, Access: allowAll{}, Read: &read}, now)
 		require.NoError(t, err)
 		require.Empty(t, problems)
-		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(fs))
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, ruleIDs(fs))
 		require.Equal(t, "ApplicationSet", fs[0].Object.Kind)
 		require.Equal(t, "shop", fs[0].Object.Name)
 		require.Empty(t, f.gets)
@@ -86,7 +86,7 @@ func TestScanReadsApplicationSets(t *testing.T) {
 		f.apps = nil
 		fs, _, err := Scan(context.Background(), ScanOptions{Client: f, Access: allowAll{}}, now)
 		require.NoError(t, err)
-		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(fs))
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, ruleIDs(fs))
 		require.Equal(t, []string{"shop-us"}, f.gets, "only the possible holder is read")
 	})
 	t.Run("an account that may not get every ApplicationSet is a problem naming the policy line, and the read says so", func(t *testing.T) {
@@ -95,7 +95,7 @@ func TestScanReadsApplicationSets(t *testing.T) {
 		var read string
 		fs, problems, err := Scan(context.Background(), ScanOptions{Client: f, Access: access, Read: &read}, now)
 		require.NoError(t, err)
-		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(fs), "what it may read is still judged")
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, ruleIDs(fs), "what it may read is still judged")
 		require.Len(t, problems, 1)
 		require.Contains(t, problems[0], "lacks [applicationsets, get, */*]")
 		require.Contains(t, problems[0], "`p, role:syncmedic, applicationsets, get, */*, allow`")
@@ -133,7 +133,7 @@ func TestAppSetPoller(t *testing.T) {
 		p := NewAppSetPoller(AppSetPollerOptions{Client: f, Now: func() time.Time { return now }})
 		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
 		require.NoError(t, p.Poll(context.Background(), sink))
-		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(sink.last[subject]))
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, ruleIDs(sink.last[subject]))
 		require.Equal(t, []string{"shop-us"}, f.gets)
 	})
 	t.Run("near miss: a rollout within its threshold is evaluated (reported with no finding) and reads no application", func(t *testing.T) {
@@ -176,7 +176,7 @@ func TestAppSetPoller(t *testing.T) {
 			Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		sink := &subjectReports{last: map[string][]syncmedic.Finding{}}
 		require.NoError(t, p.Poll(context.Background(), sink))
-		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, rules(sink.last[subject]))
+		require.Equal(t, []syncmedic.RuleID{syncmedic.RuleRollingSyncStalled}, ruleIDs(sink.last[subject]))
 		// RBAC now hides it: argocd-server's list leaves it out, complete as far as its informer goes.
 		access.set("applicationsets get */*", "no")
 		f.sets = nil

@@ -48,10 +48,10 @@ func (c Call) Permission() string {
 // ErrAnotherOperation is the message Argo CD returns when Sync finds an operation still set on the application.
 const ErrAnotherOperation = "another operation is already in progress"
 
-// classify turns an Argo CD API error into what the caller needs to decide on a retry: PermissionDenied,
+// Classify turns an Argo CD API error into what the caller needs to decide on a retry: PermissionDenied,
 // Unauthenticated and InvalidArgument become syncmedic.Permanent with the RBAC permission that is missing;
 // Unavailable and the rest stay retryable. The app names the application ("namespace/name").
-func classify(call Call, app string, err error) error {
+func Classify(call Call, app string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -96,18 +96,18 @@ func isAutoSyncRevision(err error) bool {
 	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "auto-sync currently set to")
 }
 
-// isAnotherOperation reports whether err is Argo CD's "another operation is already in progress".
-func isAnotherOperation(err error) bool {
+// IsAnotherOperation reports whether err is Argo CD's "another operation is already in progress".
+func IsAnotherOperation(err error) bool {
 	return err != nil && strings.Contains(err.Error(), ErrAnotherOperation)
 }
 
-// isNoOperation reports whether err is TerminateOperation's "No operation is in progress" (already terminated).
-func isNoOperation(err error) bool {
+// IsNoOperation reports whether err is TerminateOperation's "No operation is in progress" (already terminated).
+func IsNoOperation(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "No operation is in progress")
 }
 
-// isNotFound reports whether err says the resource or application does not exist.
-func isNotFound(err error) bool {
+// IsNotFound reports whether err says the resource or application does not exist.
+func IsNotFound(err error) bool {
 	if err == nil {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 )
 
 // appState is what the watcher keeps per application: the last version seen, when its operation last changed,
@@ -121,53 +122,17 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 		l.apps[key] = st
 		l.w.stats.apps.Add(1)
 	}
-	sig := OperationSignature(a.Status.OperationState)
-	if Orphaned(a) {
+	sig := rules.OperationSignature(a.Status.OperationState)
+	if rules.Orphaned(a) {
 		sig += "|no operation" // a person clearing .operation is a change: argocd/operation-orphaned counts from it
 	}
 	if st.app != nil && sig != st.opSig {
 		st.stateSince = l.w.o.Now()
 	}
-	st.opSig, st.app = sig, retained(a)
+	st.opSig, st.app = sig, rules.Retained(a)
 	st.gen++
 	l.evaluate(st, false)
 	return true
-}
-
-// retained is the part of an application the watcher keeps between events: what the rules, the live-state reads
-// and the remedies' parameters read (name, namespace, UID, resourceVersion, project, destination, sync policy,
-// operation, operation state, the resource list, the sync status and SyncError conditions, and the labels and slack-channel annotation that route its
-// incidents). History, summary, health status, sources, other annotations and managed fields are dropped, so the heap holds a fraction of each application. It trims a in
-// place and returns it (a new 1 KB Application per event was a tenth of the watcher's allocations): a is the
-// decoded event or List item, which nothing else holds.
-func retained(a *v1alpha1.Application) *v1alpha1.Application {
-	var r v1alpha1.Application
-	r.Name, r.Namespace, r.UID, r.ResourceVersion, r.Generation = a.Name, a.Namespace, a.UID, a.ResourceVersion, a.Generation
-	r.Spec.Project, r.Spec.Destination, r.Spec.SyncPolicy = a.Spec.Project, a.Spec.Destination, a.Spec.SyncPolicy
-	r.Labels = a.Labels // routing (policy.Route); the slack-channel annotation too, and no other annotation
-	if ch, ok := a.Annotations[syncmedic.SlackChannelAnnotation]; ok {
-		r.Annotations = map[string]string{syncmedic.SlackChannelAnnotation: ch}
-	}
-	r.Operation = a.Operation
-	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
-	// What argocd/auto-sync-not-retried reads: the sync status, and the controller's SyncError saying it skips the
-	// failed revision.
-	r.Status.Sync.Status, r.Status.Sync.Revision, r.Status.Sync.Revisions = a.Status.Sync.Status, a.Status.Sync.Revision, a.Status.Sync.Revisions
-	for _, c := range a.Status.Conditions {
-		if c.Type == v1alpha1.ApplicationConditionSyncError {
-			r.Status.Conditions = append(r.Status.Conditions, c)
-		}
-	}
-	if a.DeletionTimestamp != nil { // only what argocd/app-deletion-stuck reads, and only while deleting
-		r.DeletionTimestamp, r.Finalizers = a.DeletionTimestamp, a.Finalizers
-		for _, c := range a.Status.Conditions {
-			if c.Type == v1alpha1.ApplicationConditionDeletionError {
-				r.Status.Conditions = append(r.Status.Conditions, c)
-			}
-		}
-	}
-	*a = r
-	return a
 }
 
 func (l *loop) remove(key string) {
@@ -187,22 +152,22 @@ func (l *loop) remove(key string) {
 // stale (or force is set: a threshold or a trigger, when live objects may have changed without the application).
 func (l *loop) evaluate(st *appState, force bool) {
 	now := l.w.o.Now()
-	need := needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds)
-	if need == liveOnce && !l.w.leakCheck() {
-		need = liveNone // this server never puts the finalizer on hooks (or the check is off)
+	need := rules.NeedsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds)
+	if need == rules.LiveOnce && !l.w.leakCheck() {
+		need = rules.LiveNone // this server never puts the finalizer on hooks (or the check is off)
 	}
 	switch need {
-	case liveNow:
+	case rules.LiveNow:
 		if force || st.liveAt.IsZero() || st.liveSig != st.opSig || now.Sub(st.liveAt) >= l.w.o.Resync {
 			l.startFetch(st, force)
 			return
 		}
-	case liveOnce:
+	case rules.LiveOnce:
 		if st.liveSig != st.opSig {
 			l.startFetch(st, false)
 			return
 		}
-	case liveNone:
+	case rules.LiveNone:
 		st.hooks, st.hooksKnown = nil, false
 	}
 	l.report(st, now)
@@ -248,7 +213,7 @@ func (l *loop) fetched(in input) {
 	switch {
 	case in.err == nil:
 		st.hooks, st.hooksKnown = in.hooks, true
-		st.finalizerSeen = hasHookFinalizer(in.hooks)
+		st.finalizerSeen = rules.HasHookFinalizer(in.hooks)
 	case transient && st.hooksKnown && readFor == st.fetchSig:
 		// A transient failure (argocd-server restarting, a dropped connection) says nothing about the hooks: keep
 		// those last read for this same operation, so an open incident is not taken for resolved meanwhile.
@@ -269,11 +234,11 @@ func (l *loop) fetched(in input) {
 }
 
 func (l *loop) report(st *appState, now time.Time) {
-	obs := AppObservation{
+	obs := rules.AppObservation{
 		Instance: l.w.o.Instance, App: st.app, Hooks: st.hooks, HooksKnown: st.hooksKnown,
 		ServerVersion: l.w.ServerVersion(), StateSince: st.stateSince, UIURL: l.w.o.UIURL,
 	}
-	fs := Evaluate(obs, now, l.w.o.Thresholds)
+	fs := rules.Evaluate(obs, now, l.w.o.Thresholds)
 	l.w.stats.evals.Add(1)
 	// One line per evaluation at debug level, like flux's "evaluated HelmRelease": the conformance near misses read
 	// it to prove serve looked at the application (with its hooks read) and found nothing (docs/serve.md, Logs).
@@ -283,9 +248,9 @@ func (l *loop) report(st *appState, now time.Time) {
 }
 
 // schedule arms st's timer for the next threshold (and, while suspicious, the next resync of live state).
-func (l *loop) schedule(st *appState, obs AppObservation, now time.Time) {
-	next := nextDeadline(obs, now, l.w.o.Thresholds)
-	if !st.liveAt.IsZero() && (st.retry || needsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == liveNow) {
+func (l *loop) schedule(st *appState, obs rules.AppObservation, now time.Time) {
+	next := rules.NextDeadline(obs, now, l.w.o.Thresholds)
+	if !st.liveAt.IsZero() && (st.retry || rules.NeedsLive(st.app, st.finalizerSeen, now, l.w.o.Thresholds) == rules.LiveNow) {
 		if r := st.liveAt.Add(l.w.o.Resync); next.IsZero() || r.Before(next) {
 			next = r
 		}

@@ -12,6 +12,9 @@ import (
 	"github.com/syncmedic/syncmedic"
 )
 
+// CallCanI is AccountService.CanI, the preflight question (any logged-in account may ask it).
+const CallCanI Call = "CanI"
+
 // AccountClient is the part of Argo CD's AccountService syncmedic calls: CanI, what `argocd account can-i` asks.
 // The generated account.AccountServiceClient satisfies it.
 type AccountClient interface {
@@ -20,8 +23,8 @@ type AccountClient interface {
 
 var _ AccountClient = accountpkg.AccountServiceClient(nil)
 
-// accessOf returns explicit when set, else c's CanI when c has one (an APIClient does; test doubles may not).
-func accessOf(explicit AccountClient, c any) AccountClient {
+// AccessOf returns explicit when set, else c's CanI when c has one (an APIClient does; test doubles may not).
+func AccessOf(explicit AccountClient, c any) AccountClient {
 	if explicit != nil {
 		return explicit
 	}
@@ -85,8 +88,8 @@ func WatchScope(projects []string, appNamespace string) []string {
 	return out
 }
 
-// canI asks argocd-server whether the token's account may take the action on the resource's objects matching object.
-func canI(ctx context.Context, c AccountClient, p Permission) (bool, error) {
+// CanI asks argocd-server whether the token's account may take the action on the resource's objects matching object.
+func CanI(ctx context.Context, c AccountClient, p Permission) (bool, error) {
 	res, err := c.CanI(ctx, &accountpkg.CanIRequest{Resource: p.resource(), Action: p.Action, Subresource: p.Object})
 	if err != nil {
 		return false, err
@@ -146,9 +149,9 @@ func CheckAppSets(ctx context.Context, c AccountClient, scope []string) (missing
 func missingGets(ctx context.Context, c AccountClient, resource string, scope []string) (missing []Permission, err error) {
 	for _, obj := range scope {
 		p := Permission{Resource: resource, Action: ActionGet, Object: obj}
-		ok, err := canI(ctx, c, p)
+		ok, err := CanI(ctx, c, p)
 		if err != nil {
-			return nil, classify(CallCanI, "(can-i "+p.String()+")", err)
+			return nil, Classify(CallCanI, "(can-i "+p.String()+")", err)
 		}
 		if !ok {
 			missing = append(missing, p)

@@ -18,7 +18,6 @@ import (
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
-	"github.com/syncmedic/syncmedic/policy"
 )
 
 // cani answers CanI from a table "action object" (for other resources than applications: "resource action object")
@@ -121,81 +120,6 @@ func TestCheckWatch(t *testing.T) {
 		err := CheckWatch(context.Background(), c, []string{"*/*"})
 		require.Error(t, err)
 		require.False(t, syncmedic.IsPermanent(err))
-	})
-}
-
-func autoPolicy(rules map[syncmedic.RuleID]policy.RulePolicy) *policy.Policy {
-	p := policy.DefaultPolicy()
-	p.Rules = rules
-	return p
-}
-
-func TestRemedyPermissions(t *testing.T) {
-	auto := policy.RulePolicy{Mode: policy.ModeAuto}
-	tests := []struct {
-		name    string
-		policy  *policy.Policy
-		version string
-		want    []Permission
-	}{
-		{"the default policy acts on nothing and needs nothing", policy.DefaultPolicy(), "v2.14.21", []Permission{}},
-		{"the kill switch needs nothing", func() *policy.Policy {
-			p := autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleOperationStuck: auto})
-			p.KillSwitch = true
-			return p
-		}(), "v2.14.21", nil},
-		{"terminating and syncing needs sync on the watched scope",
-			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleOperationStuck: auto}), "v2.14.21",
-			[]Permission{{Action: ActionSync, Object: "*/*"}}},
-		{"the finalizer remedy on a v2 server needs update and sync",
-			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v2.14.21+abc",
-			[]Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}}},
-		{"the finalizer remedy on a v3 server also needs the fine-grained update/*",
-			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookFinalizerStuck: auto}), "v3.1.0",
-			[]Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}, {Action: ActionUpdateAny, Object: "*/*"}}},
-		{"the projects the policy allows replace the watched scope",
-			autoPolicy(map[syncmedic.RuleID]policy.RulePolicy{syncmedic.RuleHookCompletionMissed: {Mode: policy.ModeAuto, Projects: []string{"remediable"}}}), "v2.14.21",
-			[]Permission{{Action: ActionSync, Object: "remediable/*"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := RemedyPermissions(tt.policy, []string{"*/*"}, tt.version)
-			if len(tt.want) == 0 {
-				require.Empty(t, got)
-				return
-			}
-			require.Equal(t, tt.want, got)
-		})
-	}
-}
-
-func TestCheckRemedies(t *testing.T) {
-	perms := []Permission{{Action: ActionSync, Object: "*/*"}, {Action: ActionUpdate, Object: "*/*"}, {Action: ActionUpdateAny, Object: "*/*"}}
-	t.Run("an account with every permission is OK", func(t *testing.T) {
-		c := &cani{answers: map[string]any{"sync */*": "yes", "update */*": "yes", "update/* */*": "yes"}}
-		res, err := CheckRemedies(context.Background(), c, perms)
-		require.NoError(t, err)
-		require.True(t, res.OK())
-		require.Empty(t, res.Warning())
-	})
-	t.Run("a missing permission and a question the server cannot answer are both in the warning", func(t *testing.T) {
-		c := &cani{answers: map[string]any{"sync */*": "yes", "update */*": "no",
-			"update/* */*": status.Error(codes.InvalidArgument, "[get create update delete sync override action invoke] does not contain update/*")}}
-		res, err := CheckRemedies(context.Background(), c, perms)
-		require.NoError(t, err)
-		require.Equal(t, []Permission{{Action: ActionUpdate, Object: "*/*"}}, res.Missing)
-		require.Equal(t, []Permission{{Action: ActionUpdateAny, Object: "*/*"}}, res.Unverified)
-		w := res.Warning()
-		require.Contains(t, w, "lacks `applications, update, */*`")
-		require.Contains(t, w, "they will be refused")
-		require.Contains(t, w, "`p, role:syncmedic, applications, update, */*, allow`")
-		require.Contains(t, w, "cannot check `applications, update/*, */*`")
-		require.Contains(t, w, "`p, role:syncmedic, applications, update/*, */*, allow`")
-	})
-	t.Run("a server that cannot be reached is an error, not a verdict", func(t *testing.T) {
-		c := &cani{answers: map[string]any{"sync */*": status.Error(codes.Unavailable, "connection refused")}}
-		_, err := CheckRemedies(context.Background(), c, perms)
-		require.Error(t, err)
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
@@ -21,7 +22,7 @@ type ScanOptions struct {
 	Selector     string
 	AppNamespace string
 	UIURL        string
-	Thresholds   Thresholds
+	Thresholds   rules.Thresholds
 	// Access answers CanI for the permission preflight (default: Client, when it implements AccountClient).
 	Access AccountClient
 	// AppSets lists the ApplicationSets for argocd/rollingsync-stalled (default: Client, when it implements
@@ -37,15 +38,15 @@ type ScanOptions struct {
 // applications whose live state could not be read; they are still judged on what the application says. An account
 // that may not get the scanned applications (CanI, see CheckWatch) is refused with an *AccessError rather than
 // reported as having nothing stuck, since argocd-server would list none of them. An application whose sync waits for
-// a resource's health that the list does not carry is read once more with Get (waitsOnUnknownHealth).
+// a resource's health that the list does not carry is read once more with Get (rules.WaitsOnUnknownHealth).
 func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmedic.Finding, problems []string, err error) {
 	if o.Client == nil {
 		return nil, nil, errors.New("argocd scan: no client")
 	}
-	if o.Thresholds == (Thresholds{}) {
-		o.Thresholds = DefaultThresholds()
+	if o.Thresholds == (rules.Thresholds{}) {
+		o.Thresholds = rules.DefaultThresholds()
 	}
-	if a := accessOf(o.Access, o.Client); a != nil {
+	if a := AccessOf(o.Access, o.Client); a != nil {
 		if err := CheckWatch(ctx, a, WatchScope(o.Projects, o.AppNamespace)); syncmedic.IsPermanent(err) {
 			return nil, nil, err
 		}
@@ -57,14 +58,14 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 	w := &Watcher{o: WatcherOptions{Projects: o.Projects, Selector: o.Selector, AppNamespace: o.AppNamespace}}
 	list, err := o.Client.List(ctx, w.query())
 	if err != nil {
-		return nil, nil, classify(CallList, "(all applications)", err)
+		return nil, nil, Classify(CallList, "(all applications)", err)
 	}
 	for i := range list.Items {
 		app := &list.Items[i]
 		if o.AppNamespace != "" && app.Namespace != o.AppNamespace {
 			continue
 		}
-		if waitsOnUnknownHealth(app) {
+		if rules.WaitsOnUnknownHealth(app) {
 			// v3 argocd-server fills in status.resources[].health for Get and Watch, not for List: read the app
 			// once more so argocd/waiting-for-health can name the resource's health.
 			name, ns := app.Name, app.Namespace
@@ -74,8 +75,8 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 				problems = append(problems, fmt.Sprintf("argocd app %s: health of the resource its sync waits for unreadable: %v", appKey(app), err))
 			}
 		}
-		obs := AppObservation{Instance: o.Instance, App: app, ServerVersion: version, UIURL: o.UIURL}
-		if needsLive(app, false, now, o.Thresholds) != liveNone {
+		obs := rules.AppObservation{Instance: o.Instance, App: app, ServerVersion: version, UIURL: o.UIURL}
+		if rules.NeedsLive(app, false, now, o.Thresholds) != rules.LiveNone {
 			hooks, err := fetchHooks(ctx, o.Client, app)
 			if err != nil {
 				if syncmedic.IsPermanent(err) && isPermission(err) {
@@ -86,7 +87,7 @@ func Scan(ctx context.Context, o ScanOptions, now time.Time) (findings []syncmed
 				obs.Hooks, obs.HooksKnown = hooks, true
 			}
 		}
-		findings = append(findings, Evaluate(obs, now, o.Thresholds)...)
+		findings = append(findings, rules.Evaluate(obs, now, o.Thresholds)...)
 	}
 	read := fmt.Sprintf("%d applications", len(list.Items))
 	if ac := appSetsOf(o.AppSets, o.Client); ac != nil {
@@ -122,7 +123,7 @@ func appSetsOf(given AppSetClient, c Client) AppSetClient {
 // argocd-server's List leaves those out silently, so argocd/rollingsync-stalled judged only the ones it may. A CanI
 // that cannot be asked says nothing here (as for the applications' preflight).
 func appSetsHidden(ctx context.Context, o ScanOptions) string {
-	a := accessOf(o.Access, o.Client)
+	a := AccessOf(o.Access, o.Client)
 	if a == nil {
 		return ""
 	}
@@ -154,8 +155,8 @@ func scanAppSets(ctx context.Context, o ScanOptions, ac AppSetClient, apps []v1a
 	for i := range sets {
 		as := &sets[i]
 		known := byNS[as.Namespace]
-		obs := AppSetObservation{Instance: o.Instance, AppSet: as, UIURL: o.UIURL, Apps: map[string]*v1alpha1.Application{}}
-		for _, name := range holdCandidates(as, now, o.Thresholds) {
+		obs := rules.AppSetObservation{Instance: o.Instance, AppSet: as, UIURL: o.UIURL, Apps: map[string]*v1alpha1.Application{}}
+		for _, name := range rules.HoldCandidates(as, now, o.Thresholds) {
 			if a, ok := known[name]; ok {
 				obs.Apps[name] = a
 				continue
@@ -165,7 +166,7 @@ func scanAppSets(ctx context.Context, o ScanOptions, ac AppSetClient, apps []v1a
 				obs.Apps[name] = a
 			}
 		}
-		out = append(out, RollingSyncStalled(obs, now, o.Thresholds)...)
+		out = append(out, rules.RollingSyncStalled(obs, now, o.Thresholds)...)
 	}
 	return out, len(sets), ""
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 )
 
 // WatcherOptions configure a Watcher. Client is required; the rest have defaults.
@@ -30,13 +31,13 @@ type WatcherOptions struct {
 	AppNamespace string
 	// UIURL is the Argo CD UI base URL for links in findings.
 	UIURL      string
-	Thresholds Thresholds
+	Thresholds rules.Thresholds
 	// Resync is how often the live hooks of a suspicious application are read again while it stays suspicious
 	// (default 30s). Healthy applications are never read, except for the one look of HookLeakCheck.
 	Resync time.Duration
 	// HookLeakCheck says when to look once, after each finished operation that ran hooks, for a hook left holding
 	// argocd.argoproj.io/hook-finalizer (default HookLeakAuto: only on servers whose version can leak it).
-	HookLeakCheck HookLeakCheck
+	HookLeakCheck rules.HookLeakCheck
 	// MinBackoff and MaxBackoff bound the wait before re-opening a dropped watch (defaults 200ms and 30s).
 	MinBackoff, MaxBackoff time.Duration
 	// Fetchers bounds the concurrent live-state reads (default 4); FetchTimeout bounds one read (default 10s: on a
@@ -92,13 +93,13 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if o.Client == nil {
 		return nil, errors.New("argocd watcher: no client")
 	}
-	if o.Thresholds == (Thresholds{}) {
-		o.Thresholds = DefaultThresholds()
+	if o.Thresholds == (rules.Thresholds{}) {
+		o.Thresholds = rules.DefaultThresholds()
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
 	}
-	check, err := ParseHookLeakCheck(string(o.HookLeakCheck))
+	check, err := rules.ParseHookLeakCheck(string(o.HookLeakCheck))
 	if err != nil {
 		return nil, fmt.Errorf("argocd watcher: %w", err)
 	}
@@ -124,7 +125,7 @@ func NewWatcher(o WatcherOptions) (*Watcher, error) {
 	if o.AccessRecheck <= 0 {
 		o.AccessRecheck = 30 * time.Second
 	}
-	w := &Watcher{o: o, in: make(chan input, 256), sem: make(chan struct{}, o.Fetchers), access: accessOf(o.Access, o.Client)}
+	w := &Watcher{o: o, in: make(chan input, 256), sem: make(chan struct{}, o.Fetchers), access: AccessOf(o.Access, o.Client)}
 	w.version.Store("")
 	return w, nil
 }
@@ -155,7 +156,7 @@ func (w *Watcher) ServerVersion() string { return w.version.Load().(string) }
 
 // leakCheck reports whether healthy applications whose last operation ran hooks get their one look for a leftover
 // hook finalizer, given the options and the server version known now.
-func (w *Watcher) leakCheck() bool { return w.o.HookLeakCheck.enabled(w.ServerVersion()) }
+func (w *Watcher) leakCheck() bool { return w.o.HookLeakCheck.Enabled(w.ServerVersion()) }
 
 // Subject returns the sink subject of an application: "argocd/<instance>/<app-namespace>/<app>".
 func Subject(instance, appNamespace, app string) string {
@@ -301,11 +302,11 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 	wq.ResourceVersion = &rv
 	stream, err := w.o.Client.Watch(sctx, wq)
 	if err != nil {
-		return false, classify(CallWatch, "(all applications)", err)
+		return false, Classify(CallWatch, "(all applications)", err)
 	}
 	list, err := w.o.Client.List(ctx, w.query())
 	if err != nil {
-		return false, classify(CallList, "(all applications)", err)
+		return false, Classify(CallList, "(all applications)", err)
 	}
 	if !w.send(ctx, input{kind: inListed, apps: list.Items, partial: w.listPartial(ctx, list)}) {
 		return true, nil
@@ -318,7 +319,7 @@ func (w *Watcher) session(ctx context.Context) (listed bool, err error) {
 			if errors.Is(context.Cause(sctx), errAccessGranted) {
 				return true, errAccessGranted
 			}
-			return true, classify(CallWatch, "(all applications)", err)
+			return true, Classify(CallWatch, "(all applications)", err)
 		}
 		w.stats.events.Add(1)
 		app := ev.Application

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
@@ -96,17 +97,17 @@ func TestHookLeakCheckFollowsTheServerVersion(t *testing.T) {
 		name       string
 		version    string
 		versionErr error
-		check      HookLeakCheck
+		check      rules.HookLeakCheck
 		reads      int64
 	}{
 		{"a healthy application whose sync ran hooks costs no call on a v2.14.21 server", "v2.14.21+7ed2f2b", nil, "", 0},
-		{"it costs no call on a v2.13 server either", "v2.13.5", nil, HookLeakAuto, 0},
-		{"it gets one look on v2.14.3, the only 2.x release that adds the finalizer", "v2.14.3+71fd4e5", nil, HookLeakAuto, 1},
-		{"it gets one look on a v3 server", "v3.1.2+abc1234", nil, HookLeakAuto, 1},
-		{"it gets one look when the Version API fails", "", status.Error(codes.Unavailable, "no version"), HookLeakAuto, 1},
-		{"it gets one look when the version cannot be parsed", "devel", nil, HookLeakAuto, 1},
-		{"always looks on a v2.14.21 server", "v2.14.21", nil, HookLeakAlways, 1},
-		{"never looks on a v3 server", "v3.0.0", nil, HookLeakNever, 0},
+		{"it costs no call on a v2.13 server either", "v2.13.5", nil, rules.HookLeakAuto, 0},
+		{"it gets one look on v2.14.3, the only 2.x release that adds the finalizer", "v2.14.3+71fd4e5", nil, rules.HookLeakAuto, 1},
+		{"it gets one look on a v3 server", "v3.1.2+abc1234", nil, rules.HookLeakAuto, 1},
+		{"it gets one look when the Version API fails", "", status.Error(codes.Unavailable, "no version"), rules.HookLeakAuto, 1},
+		{"it gets one look when the version cannot be parsed", "devel", nil, rules.HookLeakAuto, 1},
+		{"always looks on a v2.14.21 server", "v2.14.21", nil, rules.HookLeakAlways, 1},
+		{"never looks on a v3 server", "v3.0.0", nil, rules.HookLeakNever, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 module=$(go list -m)
 first=("$module/internal/conformance/argo")
 # Packages without the node that take minutes (the last cold run's order of size), started before the quick ones.
-SLOW=(cmd/syncmedic internal/reliability internal/conformance/workflows argocd manifests flux argocd/cmp)
+SLOW=(cmd/syncmedic internal/reliability internal/conformance/workflows argocd/remedy argocd manifests flux argocd/cmp)
 
 # The node packages in the order they should queue for the node (3 above).
 NODE=(internal/conformance/flux kube internal/testenv internal/imagebuild internal/install)

@@ -15,7 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
+
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/kube"
@@ -23,9 +24,9 @@ import (
 
 // Observations are what the rules read, built from one snapshot.
 type Observations struct {
-	Apps []argocd.AppObservation
+	Apps []rules.AppObservation
 	// AppSets are the ApplicationSets with the Applications of their namespaces (argocd/rollingsync-stalled).
-	AppSets   []argocd.AppSetObservation
+	AppSets   []rules.AppSetObservation
 	Inventory kube.Inventory
 	Releases  []flux.ReleaseObservation
 	CRDs      []flux.CRDObservation
@@ -166,7 +167,7 @@ func (s *Snapshot) Observe() Observations {
 
 // appSetObservations pairs each ApplicationSet with the Applications of its namespace, by name (the controller names
 // the Application of each status entry by its name alone).
-func appSetObservations(sets []*v1alpha1.ApplicationSet, apps []*v1alpha1.Application) []argocd.AppSetObservation {
+func appSetObservations(sets []*v1alpha1.ApplicationSet, apps []*v1alpha1.Application) []rules.AppSetObservation {
 	if len(sets) == 0 {
 		return nil
 	}
@@ -177,9 +178,9 @@ func appSetObservations(sets []*v1alpha1.ApplicationSet, apps []*v1alpha1.Applic
 		}
 		byNS[a.Namespace][a.Name] = a
 	}
-	out := make([]argocd.AppSetObservation, 0, len(sets))
+	out := make([]rules.AppSetObservation, 0, len(sets))
 	for _, as := range sets {
-		out = append(out, argocd.AppSetObservation{AppSet: as, Apps: byNS[as.Namespace]})
+		out = append(out, rules.AppSetObservation{AppSet: as, Apps: byNS[as.Namespace]})
 	}
 	return out
 }
@@ -291,7 +292,7 @@ func hookKey(group, kind, namespace, name string) string {
 func indexHooks(objs []*unstructured.Unstructured) hookIndex {
 	idx := hookIndex{byApp: map[string][]*unstructured.Unstructured{}, byKey: map[string]*unstructured.Unstructured{}}
 	for _, u := range objs {
-		if !argocd.IsHook(u) {
+		if !rules.IsHook(u) {
 			continue
 		}
 		if app := kube.ArgoCDApp(u); app != "" {
@@ -325,8 +326,8 @@ func (idx hookIndex) hooksOf(app *v1alpha1.Application) []*unstructured.Unstruct
 	return out
 }
 
-func (s *Snapshot) appObservation(app *v1alpha1.Application, version string, hooks hookIndex) argocd.AppObservation {
-	obs := argocd.AppObservation{App: app, ServerVersion: version}
+func (s *Snapshot) appObservation(app *v1alpha1.Application, version string, hooks hookIndex) rules.AppObservation {
+	obs := rules.AppObservation{App: app, ServerVersion: version}
 	referenced := map[schema.GroupKind]bool{}
 	if op := app.Status.OperationState; op != nil && op.SyncResult != nil {
 		for _, r := range op.SyncResult.Resources {
@@ -439,14 +440,14 @@ func nsName(u *unstructured.Unstructured) string {
 
 // Thresholds gathers every package's thresholds.
 type Thresholds struct {
-	ArgoCD argocd.Thresholds
+	ArgoCD rules.Thresholds
 	Kube   kube.Thresholds
 	Flux   flux.Thresholds
 }
 
 // DefaultThresholds are the catalog's defaults.
 func DefaultThresholds() Thresholds {
-	return Thresholds{ArgoCD: argocd.DefaultThresholds(), Kube: kube.DefaultThresholds(), Flux: flux.DefaultThresholds()}
+	return Thresholds{ArgoCD: rules.DefaultThresholds(), Kube: kube.DefaultThresholds(), Flux: flux.DefaultThresholds()}
 }
 
 // Scan runs every rule over the observations and returns the findings, the specific ones taking precedence over
@@ -454,10 +455,10 @@ func DefaultThresholds() Thresholds {
 func Scan(o Observations, now time.Time, th Thresholds) []syncmedic.Finding {
 	var out []syncmedic.Finding
 	for _, a := range o.Apps {
-		out = append(out, argocd.Evaluate(a, now, th.ArgoCD)...)
+		out = append(out, rules.Evaluate(a, now, th.ArgoCD)...)
 	}
 	for _, a := range o.AppSets {
-		out = append(out, argocd.RollingSyncStalled(a, now, th.ArgoCD)...)
+		out = append(out, rules.RollingSyncStalled(a, now, th.ArgoCD)...)
 	}
 	inv := o.Inventory
 	// The argocd rules above judge the hooks and Applications of the dump; a live scan says so itself when its Argo CD

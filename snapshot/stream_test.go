@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 )
 
 // slowYAML is the reference decode of one document: yaml.YAMLToJSON, a json.Number decode and normalizeNumbers.
@@ -195,7 +195,7 @@ func TestIsHookIsArgoCDs(t *testing.T) {
 		var m map[string]interface{}
 		require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":`+md+`}`), &m))
 		u := &unstructured.Unstructured{Object: m}
-		require.Equal(t, argocd.IsHook(u), isHook(u), md)
+		require.Equal(t, rules.IsHook(u), isHook(u), md)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
@@ -93,7 +93,7 @@ func startOpWatch(t testing.TB, stack *testenv.RealArgoCD) *opWatch {
 				continue
 			}
 			at := time.Now()
-			sig := argocd.OperationSignature(app.Status.OperationState) // serve's own notion of a change
+			sig := rules.OperationSignature(app.Status.OperationState) // serve's own notion of a change
 			o.mu.Lock()
 			h := o.changed[app.Name]
 			if len(h) == 0 || h[len(h)-1].sig != sig {

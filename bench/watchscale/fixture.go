@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 )
 
 // appKind says what an application of the fixture looks like.
@@ -148,7 +148,7 @@ func hookManifest(a *v1alpha1.Application, now time.Time) string {
 		"apiVersion": "batch/v1", "kind": "Job",
 		"metadata": map[string]any{"name": hookName(a.Name), "namespace": ns, "creationTimestamp": created,
 			"annotations": map[string]any{"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"},
-			"finalizers":  []any{argocd.HookFinalizer}},
+			"finalizers":  []any{rules.HookFinalizer}},
 		"status": map[string]any{"succeeded": 1, "conditions": []any{map[string]any{"type": "Complete", "status": "True", "lastTransitionTime": done}}},
 	}
 	b, _ := json.Marshal(m)

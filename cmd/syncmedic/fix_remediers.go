@@ -13,6 +13,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/remedy"
 	"github.com/syncmedic/syncmedic/flux"
 	"github.com/syncmedic/syncmedic/kube"
 )
@@ -44,7 +45,7 @@ func fixRemediers(o *liveOptions, log *slog.Logger) (syncmedic.Remediers, func()
 			return nil, closeAll, err
 		}
 		closers = append(closers, func() { _ = c.Close() })
-		rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: log})
+		rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c, Log: log})
 		if err != nil {
 			return nil, closeAll, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/snapshot"
 )
 
@@ -62,7 +63,7 @@ func (o argoCDFlags) clientOptions() argocd.ClientOptions {
 	return argocd.ClientOptions{ServerAddr: o.server, TokenFile: o.tokenFile, Token: o.token, PlainText: o.plaintext, Insecure: o.insecure, GRPCWeb: o.grpcWeb, GRPCWebRootPath: o.grpcWebRootPath, CAFile: o.caFile}
 }
 
-func (o argoCDFlags) scanOptions(c argocd.Client, th argocd.Thresholds) argocd.ScanOptions {
+func (o argoCDFlags) scanOptions(c argocd.Client, th rules.Thresholds) argocd.ScanOptions {
 	return argocd.ScanOptions{Client: c, Projects: o.projects, Selector: o.selector, AppNamespace: o.appNamespace, UIURL: o.uiURL, Thresholds: th}
 }
 

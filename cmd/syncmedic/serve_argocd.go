@@ -18,6 +18,8 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/remedy"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
@@ -78,7 +80,7 @@ func init() {
 			fs.DurationVar(&o.resync, "argocd-live-resync", 30*time.Second, "how often the live hooks of a suspicious application are read again (healthy applications are never read)")
 			fs.IntVar(&o.reads, "argocd-live-reads", 4, "live-state reads of suspicious applications at once (each a ResourceTree call, then a GetResource per hook)")
 			fs.DurationVar(&o.readTime, "argocd-live-timeout", 10*time.Second, "how long one live-state read may take (argocd-server answers ResourceTree from the controller's cache; on a miss it asks the controller for a refresh and waits for it); a read cut short is taken again after --argocd-live-resync")
-			fs.StringVar(&o.leakCheck, "argocd-hook-leak-check", string(argocd.HookLeakAuto), hookLeakCheckHelp)
+			fs.StringVar(&o.leakCheck, "argocd-hook-leak-check", string(rules.HookLeakAuto), hookLeakCheckHelp)
 		},
 		start: func(ctx context.Context, d serveDeps) (serveParts, error) { return startArgoCD(ctx, d, o) },
 	})
@@ -100,7 +102,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if !o.enabled() {
 		return serveParts{}, nil
 	}
-	leakCheck, err := argocd.ParseHookLeakCheck(o.leakCheck)
+	leakCheck, err := rules.ParseHookLeakCheck(o.leakCheck)
 	if err != nil {
 		return serveParts{}, fmt.Errorf("--argocd-hook-leak-check: %w", err)
 	}
@@ -126,7 +128,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 	if err != nil {
 		return serveParts{}, err
 	}
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: conn, Log: log})
+	rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: conn, Log: log})
 	if err != nil {
 		return serveParts{}, err
 	}
@@ -148,7 +150,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 				if d.Policy != nil {
 					// Warn now, not at the first incident, when the account cannot apply what the policy sets to auto.
 					pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					argocd.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
+					remedy.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
 					cancel()
 				}
 				return runWithAppSets(ctx, sink, w, argocd.NewAppSetPoller(argocd.AppSetPollerOptions{Client: c, Instance: o.instance,

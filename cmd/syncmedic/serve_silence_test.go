@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/ui"
 )
@@ -80,7 +80,7 @@ func TestASilenceFromTheAPIHoldsBackAnnouncementAndRemedyUntilItEnds(t *testing.
 			require.Empty(t, slack.Roots(quiet.Namespace+"/"+quiet.Name), slack.Summary())
 			cur := &batchv1.Job{}
 			require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(quiet), cur))
-			require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "no automatic remedy while silenced")
+			require.Contains(t, cur.Finalizers, rules.HookFinalizer, "no automatic remedy while silenced")
 			time.Sleep(500 * time.Millisecond)
 		}
 		require.Contains(t, s.Logs.String(), `silencedBy=`+sil.ID)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -140,7 +140,7 @@ func TestAcknowledgeAndSilenceFromSlackThroughServe(t *testing.T) {
 	t.Run("nothing was done to the object", func(t *testing.T) {
 		cur := &batchv1.Job{}
 		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur))
-		require.Contains(t, cur.Finalizers, argocd.HookFinalizer)
+		require.Contains(t, cur.Finalizers, rules.HookFinalizer)
 	})
 }
 
@@ -255,7 +255,7 @@ func TestASilenceFromSlackHoldsBackASecondMatchingIncidentUntilItEnds(t *testing
 			require.Len(t, slack.Roots(object), 1, slack.Summary())
 			cur := &batchv1.Job{}
 			require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(again), cur))
-			require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "no automatic remedy while silenced")
+			require.Contains(t, cur.Finalizers, rules.HookFinalizer, "no automatic remedy while silenced")
 			time.Sleep(500 * time.Millisecond)
 		}
 	})

@@ -19,7 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/ui"
 )
@@ -170,7 +170,7 @@ func TestAFixOnDemandThroughArgoCDsProxyExtension(t *testing.T) {
 		require.Contains(t, strings.Join(plan.Steps, "\n"), "PatchResource")
 		cur := &batchv1.Job{}
 		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur))
-		require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "a plan changes nothing")
+		require.Contains(t, cur.Finalizers, rules.HookFinalizer, "a plan changes nothing")
 	})
 	// The extension follows the application's incidents as a server-sent event stream through the same proxy.
 	events := followIncidents(t, base+"?watch=true&state=all", viaArgoCD(alice))

@@ -13,7 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/ui"
 )
@@ -90,7 +90,7 @@ func TestAcknowledgeAndSilenceInChromium(t *testing.T) {
 		require.Eventually(t, func() bool { return incidentOf("oncall-page").SilencedBy == "" }, 30*time.Second, 100*time.Millisecond)
 		cur := &batchv1.Job{}
 		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(pageJob), cur))
-		require.Contains(t, cur.Finalizers, argocd.HookFinalizer, "acknowledging and silencing change nothing in the cluster")
+		require.Contains(t, cur.Finalizers, rules.HookFinalizer, "acknowledging and silencing change nothing in the cluster")
 	})
 
 	t.Run("in the Argo CD extension: acknowledge as the Argo CD user", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/syncmedic/syncmedic/argocd"
+	argoremedy "github.com/syncmedic/syncmedic/argocd/remedy"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/policy"
@@ -16,7 +18,7 @@ import (
 )
 
 // argoThresholds are short so that the faults happen around threshold crossings, in seconds.
-var argoThresholds = argocd.Thresholds{HookFinalizer: time.Second, HookCompletion: time.Second, OperationStuck: time.Second}
+var argoThresholds = rules.Thresholds{HookFinalizer: time.Second, HookCompletion: time.Second, OperationStuck: time.Second}
 
 // argoPipeline is serve's Argo CD path in-process: watcher → tracker → remediation stage → Argo CD remedies, all
 // through one client (as serve shares it), with a memory store.
@@ -33,7 +35,7 @@ func startArgoPipeline(t *testing.T, argo *testenv.ArgoCDServer, addr, policyYAM
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	p, err := policy.LoadPolicy([]byte(policyYAML))
 	require.NoError(t, err)
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, Log: log, RetryBackoff: 50 * time.Millisecond, StopTimeout: 30 * time.Second})
+	rem, err := argoremedy.NewRemedies(argoremedy.RemedierOptions{Client: c, Log: log, RetryBackoff: 50 * time.Millisecond, StopTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	w, err := argocd.NewWatcher(argocd.WatcherOptions{Client: c, Thresholds: argoThresholds, Resync: 500 * time.Millisecond,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: log})

@@ -11,7 +11,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
+
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -24,7 +25,7 @@ import (
 // hook-finalizer-stuck. With every hook rule on auto, syncmedic opens one incident for the Job (hook-immutable, the
 // finalizer finding folded into its evidence) and applies one remedy, once: remove the hook finalizer. It does not
 // sync afterwards — the old Job stays, kept by its delete policy, and a sync would fail the same way (found here:
-// the rule used to plan remove-then-sync; argocd/rules.go now plans the sync only when the finalizer is what keeps
+// the rule used to plan remove-then-sync; argocd/rules/rules.go now plans the sync only when the finalizer is what keeps
 // the hook). Deleting the old hook stays a person's call; once done, the real controller syncs.
 //
 // v3.6.1 removes hook finalizers from existing hooks when a sync starts (gitops-engine #770): there the second sync
@@ -62,7 +63,7 @@ func TestAHookMatchingTwoRulesGetsOnePlanAndOneRemedy(t *testing.T) {
 				require.Equal(t, "also ("+string(syncmedic.RuleHookFinalizerStuck)+")", f.Evidence[len(f.Evidence)-1].Field,
 					"the hook-finalizer-stuck finding is folded into the one plan")
 				require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
-				require.Equal(t, "false", f.Remedy.Params[argocd.ParamThenSync], "no sync that would fail the same way")
+				require.Equal(t, "false", f.Remedy.Params[rules.ParamThenSync], "no sync that would fail the same way")
 			} else {
 				require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "without the finalizer: a person deletes the kept hook")
 			}
@@ -162,7 +163,7 @@ func TestAnOldHookHeldByTwoFinalizersGetsOnlyTheHookFinalizerRemoved(t *testing.
 				require.Len(t, findingsAbout(scanApp(t, c, app), "migrate"), 1, "one finding for the Job")
 				require.Equal(t, "also ("+string(syncmedic.RuleHookNotDeleted)+")", f.Evidence[len(f.Evidence)-1].Field,
 					"the hook-not-deleted finding is folded into the one plan")
-				require.Equal(t, "false", f.Remedy.Params[argocd.ParamThenSync], "removing the finalizer alone: nothing is terminated")
+				require.Equal(t, "false", f.Remedy.Params[rules.ParamThenSync], "removing the finalizer alone: nothing is terminated")
 			} else {
 				r.Controller += " (the hook finalizer was removed by the controller when the sync started)"
 				f = findingAbout(t, c, app, syncmedic.RuleHookNotDeleted, "migrate")
@@ -221,7 +222,7 @@ func planOf(f syncmedic.Finding) string {
 		action = "no automatic remedy (a person's call)"
 	}
 	s := fmt.Sprintf("%s → %s", f.Rule, action)
-	if v, ok := f.Remedy.Params[argocd.ParamThenSync]; ok {
+	if v, ok := f.Remedy.Params[rules.ParamThenSync]; ok {
 		s += " (then sync: " + v + ")"
 	}
 	for _, e := range f.Evidence {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/remedy"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -36,7 +38,7 @@ func dialStack(t *testing.T, stack *testenv.RealArgoCD) *argocd.APIClient {
 // hook-deletion thresholds at zero (the other thresholds at their defaults).
 func scanApp(t *testing.T, c argocd.Client, app *testenv.RealHookApp) []syncmedic.Finding {
 	t.Helper()
-	th := argocd.DefaultThresholds()
+	th := rules.DefaultThresholds()
 	th.HookFinalizer, th.HookDeletion = time.Nanosecond, time.Nanosecond
 	fs, problems, err := argocd.Scan(context.Background(), argocd.ScanOptions{Client: c, Selector: app.Selector(), Thresholds: th}, time.Now())
 	require.NoError(t, err)
@@ -134,7 +136,7 @@ func TestRemovingAHookFinalizerFollowsAFinalizerListThatMoved(t *testing.T) {
 			c := dialStack(t, stack)
 			f := findingAbout(t, c, app, syncmedic.RuleHookFinalizerStuck, tc.job)
 			require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
-			stale := f.Remedy.Params[argocd.ParamPatch]
+			stale := f.Remedy.Params[rules.ParamPatch]
 			require.Contains(t, stale, `"path":"/metadata/finalizers/0"`, "found with the hook finalizer first")
 
 			// Between the finding and the remedy, another controller puts its finalizer in front.
@@ -149,7 +151,7 @@ func TestRemovingAHookFinalizerFollowsAFinalizerListThatMoved(t *testing.T) {
 			job, _ := app.JobState(t, tc.job)
 			require.Equal(t, []string{testenv.ForeignFinalizer, testenv.HookFinalizer}, job.Finalizers, "a failed test changes nothing")
 
-			rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c})
+			rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c})
 			require.NoError(t, err)
 			out, err := rem.RemoveHookFinalizer(context.Background(), f, false)
 			require.NoError(t, err, "steps: %v", out.Steps)
@@ -230,8 +232,8 @@ func patchRequest(f syncmedic.Finding, patch string) *applicationpkg.Application
 	s := func(v string) *string { return &v }
 	return &applicationpkg.ApplicationResourcePatchRequest{
 		Name: s(f.Object.App), AppNamespace: s(f.Object.AppNamespace), Project: s(f.Object.Project),
-		Namespace: s(p[argocd.ParamNamespace]), ResourceName: s(p[argocd.ParamName]), Version: s(p[argocd.ParamVersion]),
-		Group: s(p[argocd.ParamGroup]), Kind: s(p[argocd.ParamKind]), Patch: s(patch), PatchType: s(argocd.JSONPatchType),
+		Namespace: s(p[rules.ParamNamespace]), ResourceName: s(p[rules.ParamName]), Version: s(p[rules.ParamVersion]),
+		Group: s(p[rules.ParamGroup]), Kind: s(p[rules.ParamKind]), Patch: s(patch), PatchType: s(rules.JSONPatchType),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/remedy"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -124,7 +125,7 @@ func TestHardRefreshOnTheRealController(t *testing.T) {
 			c, err := argocd.Dial(argocd.ClientOptions{ServerAddr: stack.Addr, PlainText: true, TokenFile: tokenFile})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = c.Close() })
-			rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c})
+			rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c})
 			require.NoError(t, err)
 			f := syncmedic.Finding{Rule: syncmedic.RuleOperationStuck, Fingerprint: "hard-refresh-real",
 				Object: syncmedic.ObjectRef{Tool: syncmedic.ToolArgoCD, Kind: "Application", Name: app.Name, App: app.Name,

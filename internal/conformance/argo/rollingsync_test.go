@@ -11,6 +11,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/applicationset"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -23,7 +24,7 @@ const rolloutThreshold = 20 * time.Second
 // Applications, and what the scan read.
 func scanRollout(t *testing.T, c *argocd.APIClient, ro *testenv.RealRollout) ([]syncmedic.Finding, string) {
 	t.Helper()
-	th := argocd.DefaultThresholds()
+	th := rules.DefaultThresholds()
 	th.RollingSyncStalled = rolloutThreshold
 	var read string
 	fs, problems, err := argocd.Scan(context.Background(), argocd.ScanOptions{Client: c, Selector: ro.Selector(), Thresholds: th, Read: &read}, time.Now())

@@ -16,6 +16,8 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/argocd"
+	"github.com/syncmedic/syncmedic/argocd/remedy"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
@@ -214,7 +216,7 @@ func resyncRemedy(t *testing.T, stack *testenv.RealArgoCD, token string) syncmed
 	c, err := argocd.Dial(argocd.ClientOptions{ServerAddr: stack.Addr, PlainText: true, TokenFile: file})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c, StopTimeout: time.Minute})
+	rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c, StopTimeout: time.Minute})
 	require.NoError(t, err)
 	return rem.Remediers()[syncmedic.ActionTerminateAndResync]
 }
@@ -224,8 +226,8 @@ func resyncRemedy(t *testing.T, stack *testenv.RealArgoCD, token string) syncmed
 func resyncFindingOf(app *v1alpha1.Application) syncmedic.Finding {
 	return syncmedic.Finding{Rule: syncmedic.RuleHookCompletionMissed, Fingerprint: "fp-" + app.Name,
 		Remedy: syncmedic.Remedy{Action: syncmedic.ActionTerminateAndResync, Params: map[string]string{
-			argocd.ParamApp: app.Name, argocd.ParamAppNamespace: app.Namespace, argocd.ParamProject: app.Spec.Project,
-			argocd.ParamOperationStartedAt: app.Status.OperationState.StartedAt.UTC().Format(time.RFC3339),
+			rules.ParamApp: app.Name, rules.ParamAppNamespace: app.Namespace, rules.ParamProject: app.Spec.Project,
+			rules.ParamOperationStartedAt: app.Status.OperationState.StartedAt.UTC().Format(time.RFC3339),
 		}}}
 }
 

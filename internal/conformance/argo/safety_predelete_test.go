@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
+
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
 )
@@ -185,12 +186,12 @@ func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD
 			root = announcedAboutAppOnly(t, d.slack, app, want, tick)
 			fins, ok := announcedFinalizers(root)
 			require.True(t, ok, "the announcement lists the Application's finalizers: %s", root.Blocks)
-			if slices.Contains(fins, argocd.PreDeleteFinalizer) {
+			if slices.Contains(fins, rules.PreDeleteFinalizer) {
 				// serve announces at the threshold what it sees then. On a loaded machine the hook's first run can
 				// outlast the threshold (its Job failed 10 s after the deletion in a full run): the announcement then
 				// says the PreDelete hooks have not all succeeded, and serve updates it (chat.update) once the
 				// controller records the failure. The incident's latest text is what the person on call reads.
-				return app, d, latestRootText(d.slack, root, argocd.PreDeleteFinalizer, "PreDelete hook(s)", announceWithin), attempt
+				return app, d, latestRootText(d.slack, root, rules.PreDeleteFinalizer, "PreDelete hook(s)", announceWithin), attempt
 			}
 			// The controller had let the failing hook through by its creation race before serve judged (the finalizers
 			// serve read lack pre-delete-finalizer; its "/cleanup" stage, which only removes the hooks afterwards, may

@@ -13,7 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
+
+	"github.com/syncmedic/syncmedic/argocd/remedy"
+	"github.com/syncmedic/syncmedic/argocd/rules"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv"
@@ -50,9 +52,9 @@ func TestAReCreatedHookKeepsItsFinalizer(t *testing.T) {
 	require.Equal(t, syncmedic.ActionRemoveHookFinalizer, f.Remedy.Action)
 	old, oldDesc := app.JobState(t, "migrate")
 	require.NotNil(t, old, "the old hook is there: %s", oldDesc)
-	oldUID := f.Remedy.Params[argocd.ParamUID]
+	oldUID := f.Remedy.Params[rules.ParamUID]
 	require.Equal(t, string(old.UID), oldUID, "the finding names the old hook's UID")
-	patch := f.Remedy.Params[argocd.ParamPatch]
+	patch := f.Remedy.Params[rules.ParamPatch]
 	require.Contains(t, patch, `{"op":"test","path":"/metadata/uid","value":"`+oldUID+`"}`, "the finding's patch tests the UID")
 
 	// A new sync re-creates the hook under the same name; its Pod runs until released.
@@ -71,7 +73,7 @@ func TestAReCreatedHookKeepsItsFinalizer(t *testing.T) {
 	r.Controller = fmt.Sprintf("old hook %s found (uid %s); a new sync re-created it (uid %s, %s): %s",
 		oldDesc, oldUID, fresh.UID, freshDesc, testenv.DescribeOperation(running))
 
-	rem, err := argocd.NewRemedies(argocd.RemedierOptions{Client: c})
+	rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c})
 	require.NoError(t, err)
 	out, err := rem.RemoveHookFinalizer(ctx, f, false)
 	require.NoError(t, err, "steps: %v", out.Steps)
@@ -88,7 +90,7 @@ func TestAReCreatedHookKeepsItsFinalizer(t *testing.T) {
 	// the finding's operation looks current (no startedAt to compare).
 	racing := f
 	racing.Remedy.Params = maps.Clone(f.Remedy.Params)
-	delete(racing.Remedy.Params, argocd.ParamOperationStartedAt)
+	delete(racing.Remedy.Params, rules.ParamOperationStartedAt)
 	out, err = rem.RemoveHookFinalizer(ctx, racing, false)
 	require.NoError(t, err, "steps: %v", out.Steps)
 	require.False(t, out.Changed, "steps: %v", out.Steps)

@@ -1,0 +1,82 @@
+package rules
+
+import (
+	"strings"
+	"time"
+
+	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
+	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+)
+
+// SyncWindowBlockedMessage is the message the application-controller writes on a Running operation that a sync
+// window blocks ("Sync operation blocked by sync window", followed by ": <error>" when the window itself is invalid):
+// argo-cd v2.14.21 controller/sync.go:176-186, v3.0.12 controller/sync.go:171-181, v3.6.1 controller/sync.go:194-203.
+// SyncAppState returns right after writing it, before gitops-engine runs, so while it stands nothing else of the
+// operation state moves: a hook that finished meanwhile still shows Running.
+const SyncWindowBlockedMessage = "Sync operation blocked by sync window"
+
+// Pause says why the application-controller is not processing a Running operation now.
+type Pause int
+
+const (
+	// NotPaused: the controller processes the operation on each of its passes.
+	NotPaused Pause = iota
+	// PausedBySyncWindow: a sync window denies the operation; the controller leaves it, unchanged, until the window
+	// allows it.
+	PausedBySyncWindow
+	// PausedForRetry: an attempt failed and the controller waits for the retry backoff to run the next one. It keeps
+	// the phase Running, sets finishedAt and keeps the failed attempt's sync result (argo-cd v2.14.21
+	// controller/appcontroller.go:1393-1414 and 1469-1480; v3.6.1 controller/appcontroller.go:1677-1709 and
+	// 1746-1759), so a hook of the failed wave can still show Running.
+	PausedForRetry
+)
+
+// String names the pause for evidence lines.
+func (p Pause) String() string {
+	switch p {
+	case PausedBySyncWindow:
+		return "blocked by a sync window"
+	case PausedForRetry:
+		return "waiting to retry"
+	}
+	return "processing"
+}
+
+// OperationPause reports whether the application-controller has set op aside (see Pause); a nil operation or one
+// that is not Running is NotPaused.
+func OperationPause(op *v1alpha1.OperationState) Pause {
+	if op == nil || op.Phase != synccommon.OperationRunning {
+		return NotPaused
+	}
+	if strings.HasPrefix(op.Message, SyncWindowBlockedMessage) {
+		return PausedBySyncWindow
+	}
+	if op.FinishedAt != nil {
+		return PausedForRetry
+	}
+	return NotPaused
+}
+
+// RetryDue returns when the controller runs the next attempt of an operation waiting to retry: the time it checks
+// itself, op.Operation.Retry.NextRetryAt(finishedAt, retryCount) (v2.14.21 appcontroller.go:1395, v3.6.1
+// appcontroller.go:1679). The message's "Retrying attempt #N at T" was computed before retryCount was incremented and
+// can be earlier than that. ok is false when op is not waiting to retry, or when its backoff does not parse (the
+// controller fails such an operation on its next pass).
+func RetryDue(op *v1alpha1.OperationState) (due time.Time, ok bool) {
+	if OperationPause(op) != PausedForRetry {
+		return time.Time{}, false
+	}
+	due, err := op.Operation.Retry.NextRetryAt(op.FinishedAt.Time, op.RetryCount)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return due, true
+}
+
+// lookedSince reports whether the watcher saw the operation state change (phase, message or a sync result) after t:
+// the sign that the application-controller processed the operation after t. The second of margin covers t's
+// truncation to whole seconds (metadata timestamps). A zero StateSince — a snapshot, or no change seen since the
+// watcher started — is no sign.
+func lookedSince(obs AppObservation, t time.Time) bool {
+	return !obs.StateSince.IsZero() && obs.StateSince.After(t.Add(time.Second))
+}
