@@ -546,6 +546,41 @@ func (a *RealHookApp) WaitJob(t testing.TB, name string, timeout time.Duration, 
 	}
 }
 
+// waitControllerSees waits (up to 2 minutes) until the application-controller's cluster cache holds the app's Job
+// name as the apiserver has it now: the resource tree argocd-server serves, which the controller writes from its
+// cache, lists the Job at its current resourceVersion. What a sync does to an existing object (v3.6.1 removes the
+// hook finalizer from an existing hook) it does to the object in that cache.
+func (a *RealHookApp) waitControllerSees(t testing.TB, name string) {
+	t.Helper()
+	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
+	var want, seen string
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		job := a.readJob(t, name)
+		if job == nil {
+			t.Fatalf("testenv: Job %s/%s is gone", a.Namespace, name)
+		}
+		want = job.ResourceVersion
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		tree, err := apps.ResourceTree(ctx, &applicationpkg.ResourcesQuery{ApplicationName: &a.Name, AppNamespace: &a.Stack.Namespace})
+		cancel()
+		if err == nil {
+			for _, n := range tree.Nodes {
+				if n.Group == "batch" && n.Kind == "Job" && n.Namespace == a.Namespace && n.Name == name {
+					seen = n.ResourceVersion
+				}
+			}
+			if seen == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: after 2m the application-controller's resource tree of %s has Job %s/%s at resourceVersion %q, the apiserver at %q (last error: %v)",
+				a.Name, a.Namespace, name, seen, want, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // cachedAdminToken logs admin in once per server.
 func (a *ArgoCDServer) cachedAdminToken(t testing.TB) string {
 	t.Helper()
@@ -693,7 +728,11 @@ func ScenarioRealImmutableHook(t testing.TB, stack *RealArgoCD) (*RealHookApp, t
 // ScenarioRealImmutableHookWithFinalizers is ScenarioRealImmutableHook where, between the failed first sync and the
 // second, the kept failed Job "db-migrate" is given finalizers (when any), as an older Argo CD or another controller
 // left them: with HookFinalizer, the Job is what Argo CD v2.14.3 (the only 2.x release that added the hook
-// finalizer) leaves on a failed hook it kept, which 2.14.4+ never removes.
+// finalizer) leaves on a failed hook it kept, which 2.14.4+ never removes. The second sync starts only once the
+// application-controller's cluster cache holds the Job with its finalizers (waitControllerSees): v3.6.1 removes the
+// hook finalizer from an existing hook when a sync starts (gitops-engine #770), but from the object its cache holds
+// (gitops-engine v3.6.1 pkg/sync/sync_context.go:869-900, 1655-1674): a sync started from a cache without the
+// finalizer leaves it (the other outcome a full run saw).
 func ScenarioRealImmutableHookWithFinalizers(t testing.TB, stack *RealArgoCD, finalizers ...string) (*RealHookApp, time.Time) {
 	t.Helper()
 	hook := RealHook{Name: "db-migrate", Hook: synccommon.HookTypePreSync, DeletePolicy: synccommon.HookDeletePolicyHookSucceeded,
@@ -705,6 +744,7 @@ func ScenarioRealImmutableHookWithFinalizers(t testing.TB, stack *RealArgoCD, fi
 	}
 	if len(finalizers) > 0 {
 		app.SetJobFinalizers(t, hook.Name, finalizers...)
+		app.waitControllerSees(t, hook.Name)
 	}
 	hook.Image, hook.Run = "busybox:1.37", PodSucceeds
 	app.Update(t, ConfigMapData{}, hook)

@@ -68,10 +68,14 @@ const preDeleteQuiet = 20 * time.Second
 // argocd/app-deletion-stuck on the Application with the failing PreDelete hook as the reason (on ffc7976, which did
 // not know the finalizer, the reason was "Argo CD waits for 1 resource(s) to be deleted"), once: neither the
 // Application nor the hook Job is reported again by kube/stuck-terminating. Fixing the hook in git, as the incident
-// says, lets the controller finish the deletion and the incident resolves. v3.6.1 sometimes skips a failing PreDelete
-// hook by a race of its own at the hook's creation and deletes the app (deletionHeldByAFailingPreDeleteHook): such a
-// deletion must go unreported, and the test deletes another app until the controller holds one. Near miss: a PreDelete hook that succeeds;
-// the application goes away within seconds, serve looked at it while it was deleting and reported nothing.
+// says, lets the controller finish the deletion and the incident resolves.
+//
+// v3.6.1 races itself at every creation of a PreDelete hook and then sometimes skips the failing hook and deletes the
+// app (heldOnAFailingPreDeleteHook). So that serve judges a deletion the controller holds, and only such a one, the
+// test starts serve once the controller has recorded the hook's failure and holds it paused (SIGSTOP) until serve
+// has announced; a deletion the controller let through before that is set-up, retried with another app and said in
+// the row. Near miss: a PreDelete hook that succeeds; the application goes away within seconds, serve looked at it
+// while it was deleting and reported nothing.
 func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 	t.Parallel()
 	env := argoEnv(t)
@@ -81,31 +85,38 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 		r := row(version, "application deleted (cascade) while its PreDelete hook Job fails on every run ("+preDeleteThresholds+")")
 		stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
 		record(t, r)
-		app, d, root, skipped := deletionHeldByAFailingPreDeleteHook(t, stack)
-		r.Controller = fmt.Sprintf("Application deleting with finalizers %v, its PreDelete hook failing; the controller deletes the failed hook Job and creates it again, pass after pass",
-			app.Get(t).Finalizers)
-		// How many deletions the controller let through first is a matter of its own race: logged, not in the row.
-		t.Logf("%d earlier attempt(s) in which the controller skipped the failing hook at its creation and deleted the app; nothing was reported about them", skipped)
-		require.Contains(t, root.Text, "PreDelete hook", "the failing PreDelete hook is the reason: %s", root.Text)
-		require.Contains(t, root.Text, app.Namespace+"/"+testenv.PreDeleteHookName, "the reason names the hook: %s", root.Text)
-		require.Contains(t, root.Text, "failed", root.Text)
+		app, held, resume, retries := heldOnAFailingPreDeleteHook(t, stack)
+		r.Controller = fmt.Sprintf("Application deleting with finalizers %v, its PreDelete hook failed (DeletionError: %s); the controller deletes the failed hook Job and creates it again, pass after pass",
+			held.Finalizers, deletionError(held))
+		if len(retries) > 0 {
+			r.Controller = fmt.Sprintf("set-up retried %d time(s) before serve started: %s; then ", len(retries), strings.Join(retries, "; ")) + r.Controller
+		}
+		r.Controller += "; paused (SIGSTOP, played) from when it had recorded the failure until serve announced"
+
+		d := startServeDaemon(t, app, preDeletePolicy, preDeleteServeFlags...)
+		want := incident{rule: syncmedic.RuleAppDeletionStuck, object: appObject(app)}
+		root := announcedAboutAppOnly(t, d.slack, app, want, announceWithin)
+		resume()
+		fins, ok := announcedFinalizers(root)
+		require.True(t, ok, "the announcement lists the Application's finalizers: %s", root.Blocks)
+		require.Equal(t, held.Finalizers, fins, "serve judged the deletion the controller held")
+		require.Contains(t, root.Text, "its PreDelete hook(s) "+app.Namespace+"/"+testenv.PreDeleteHookName+" failed: ",
+			"the failing PreDelete hook, named, is the reason: %s", root.Text)
 		require.Contains(t, root.Text, "deletes nothing of the app until every PreDelete hook succeeds (pre-delete-finalizer)",
 			"the pre-delete stage is named as what holds the deletion (ffc7976 passed on the DeletionError condition as it stood, or blamed the resources): %s", root.Text)
 		require.NotContains(t, root.Text, "waits for", "not explained as waiting for the app's resources: %s", root.Text)
 		r.Syncmedic = "argocd/app-deletion-stuck on the Application (notify): " + root.Text
 
-		// Watch on while the deletion is held: one incident about the app or its hook, none from kube/stuck-terminating.
+		// Watch on, the controller running again (deleting and re-creating the failing hook Job): one incident about
+		// the app or its hook, none from kube/stuck-terminating.
 		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 1 || applicationDeleted(t, app) })
 		require.Len(t, incidentsAboutApp(d.slack, app), 1, "one incident about the app or its hook, none from kube/stuck-terminating: %s", d.slack.summary())
 		r.Syncmedic += fmt.Sprintf("; while the deletion was held (up to %s more) still the one incident: kube/stuck-terminating did not report the Application or the hook Job", preDeleteQuiet)
 
-		// v3.6.1 sometimes lets a failing PreDelete hook through: a pass that finds the re-created hook Job not yet in
-		// its cluster cache creates it again, gets AlreadyExists, skips it, counts no hook running and removes
-		// pre-delete-finalizer (controller/hook.go:188-202, 232-250; seen in this test's runs), at any re-creation,
-		// during the watch above or after the fix below. Which of the two ends the deletion is the controller's own
-		// timing (forcing one would mean pausing the application-controller the other tests share for the whole
-		// watch), so the row names both and the test logs which it was; either way the app must go and the incident
-		// resolve.
+		// Serve is running now: whichever way the controller ends the deletion, the incident must resolve. v3.6.1 can
+		// still let the failing hook through at one of its re-creations (heldOnAFailingPreDeleteHook), during the
+		// watch above or after the fix below; forcing one way would mean pausing the application-controller the other
+		// tests share for the whole watch. The row names both; the test logs which it was.
 		if applicationDeleted(t, app) {
 			t.Logf("the controller removed pre-delete-finalizer by itself, its DeletionError still naming the failed hook, and deleted the app")
 		} else {
@@ -152,89 +163,90 @@ func TestPreDeleteHookHoldsTheDeletion(t *testing.T) {
 	})
 }
 
-// preDeleteAttempts bounds deletionHeldByAFailingPreDeleteHook's attempts.
+// preDeleteAttempts bounds heldOnAFailingPreDeleteHook's attempts.
 const preDeleteAttempts = 4
 
-// deletionHeldByAFailingPreDeleteHook deletes an application whose PreDelete hook fails, with serve watching, until
-// the controller holds one deletion long enough for serve to report it, and returns that app, its serve, the
-// incident, and how many deletions the controller let through first. v3.6.1 races itself at every creation of a
-// PreDelete hook: a pass that follows the creating one before its cluster cache has the new Job creates it again,
-// gets AlreadyExists ("already exists, skipping"), counts no hook running and removes pre-delete-finalizer
-// (controller/hook.go:188-202, 232-250; seen in this test's runs, at the first creation or at a later one), so the
-// failing hook is skipped and the app deleted. Such an attempt must end with nothing reported about that app.
-func deletionHeldByAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD) (*testenv.RealHookApp, *serveDaemon, slackMessage, int) {
+// preDeletePauseSettle is how long heldOnAFailingPreDeleteHook waits after pausing the controller before it reads
+// the Application again: long enough for a request the controller had sent before it stopped to land.
+const preDeletePauseSettle = 2 * time.Second
+
+// heldOnAFailingPreDeleteHook is the set-up of the stuck PreDelete scenario, before serve starts: it deletes an
+// application whose PreDelete hook fails until the controller holds one deletion on it, and returns that app, the
+// Application as the paused controller left it, the resume of the controller (paused), and the attempts the
+// controller let through first. Held: the Application keeps pre-delete-finalizer and its DeletionError condition
+// names the failed hook; then the test pauses the application-controller (SIGSTOP) and reads it again, so that what
+// serve judges stays what the controller held.
+//
+// v3.6.1 races itself at every creation of a PreDelete hook: a pass that follows the creating one before its cluster
+// cache has the new Job creates it again, gets AlreadyExists ("already exists, skipping"), counts no hook running
+// and removes pre-delete-finalizer (controller/hook.go:188-202, 232-250), so the failing hook is skipped and the app
+// deleted. When that happens before the failure is recorded, or while the controller is being paused, the app is let
+// through: the test waits until it is gone and tries another one. No serve runs during an attempt.
+func heldOnAFailingPreDeleteHook(t *testing.T, stack *testenv.RealArgoCD) (*testenv.RealHookApp, *v1alpha1.Application, func(), []string) {
 	t.Helper()
-	for attempt := 0; attempt < preDeleteAttempts; attempt++ {
+	var retries []string
+	for attempt := 1; attempt <= preDeleteAttempts; attempt++ {
 		app := testenv.ScenarioRealPreDeleteHook(t, stack, testenv.PodFails)
 		logControllerLinesOnFailure(t, stack, app)
-		d := startServeDaemon(t, app, preDeletePolicy, preDeleteServeFlags...)
 		app.DeleteCascade(t)
-		want := incident{rule: syncmedic.RuleAppDeletionStuck, object: appObject(app)}
-		var root slackMessage
-		gone := false
-		require.True(t, waitFor(announceWithin, func() bool {
-			for _, m := range d.slack.roots() {
-				if announcementOf(m) == want {
-					root = m
-					return true
-				}
+		for deadline := time.Now().Add(2 * remedyWithin); ; {
+			var got *v1alpha1.Application
+			require.True(t, waitFor(time.Until(deadline), func() bool {
+				got = readApplication(t, app)
+				return got == nil || heldOnFailedHook(got, app)
+			}), "the controller neither held nor finished the deletion of %s: %s", app.Name, describeDeletion(got))
+			if got == nil {
+				break // let through by the creation race: the controller deleted the app
 			}
-			gone = applicationDeleted(t, app)
-			return gone
-		}), "the deletion of %s is neither reported nor finished: %s", app.Name, d.slack.summary())
-		if root.TS != "" {
-			root = announcedAboutAppOnly(t, d.slack, app, want, tick)
-			fins, ok := announcedFinalizers(root)
-			require.True(t, ok, "the announcement lists the Application's finalizers: %s", root.Blocks)
-			if slices.Contains(fins, rules.PreDeleteFinalizer) {
-				// serve announces at the threshold what it sees then. On a loaded machine the hook's first run can
-				// outlast the threshold (its Job failed 10 s after the deletion in a full run): the announcement then
-				// says the PreDelete hooks have not all succeeded, and serve updates it (chat.update) once the
-				// controller records the failure. The incident's latest text is what the person on call reads.
-				return app, d, latestRootText(d.slack, root, rules.PreDeleteFinalizer, "PreDelete hook(s)", announceWithin), attempt
+			resume := stack.PauseController(t)
+			time.Sleep(preDeletePauseSettle)
+			if got = readApplication(t, app); got != nil && heldOnFailedHook(got, app) {
+				return app, got, resume, retries
 			}
-			// The controller had let the failing hook through by its creation race before serve judged (the finalizers
-			// serve read lack pre-delete-finalizer; its "/cleanup" stage, which only removes the hooks afterwards, may
-			// remain: a substring match on the finalizer's name took that for the held stage in a CI run), and its deletion of the app's resources then took longer than
-			// this test's 10 s threshold: a pass that deletes them again from a stale cache gets NotFound and records
-			// it as a DeletionError ('configmaps "settings" not found', seen in a cold run), and the next pass finishes.
-			// That is a deletion past the threshold with the controller's own error as the reason, reported as such and
-			// resolved when the app is gone; it is not the held deletion this test needs, so it tries another app.
-			require.NotContains(t, root.Text, "PreDelete hook", "without pre-delete-finalizer the hooks are not the reason: %s", root.Text)
-			require.True(t, waitFor(2*remedyWithin, func() bool { return applicationDeleted(t, app) }), "the controller finishes the deletion it let through")
-			require.True(t, waitFor(announceWithin, func() bool { return strings.Contains(d.slack.summary(), "Resolved") }),
-				"the incident resolves once the app is gone: %s", d.slack.summary())
-			require.Len(t, incidentsAboutApp(d.slack, app), 1, d.slack.summary())
-			t.Logf("attempt %d: the controller skipped the failing PreDelete hook of %s, and its deletion outlasted the threshold by an error of its own, reported and resolved: %s",
-				attempt+1, app.Name, root.Text)
-			continue
+			resume() // a pass the pause cut short changed it: wait again
 		}
-		require.True(t, gone)
-		waitFor(preDeleteQuiet, func() bool { return len(incidentsAboutApp(d.slack, app)) > 0 })
-		require.Empty(t, incidentsAboutApp(d.slack, app), "a deletion the controller let through is not reported: %s", d.slack.summary())
-		t.Logf("attempt %d: the controller skipped the failing PreDelete hook of %s and deleted it", attempt+1, app.Name)
+		t.Logf("attempt %d: the controller skipped the failing PreDelete hook of %s and deleted it (before serve started)", attempt, app.Name)
+		retries = append(retries, "the controller skipped the failing PreDelete hook (its creation race) and deleted the app")
 	}
 	t.Fatalf("in %d attempts the controller never held a deletion on its failing PreDelete hook", preDeleteAttempts)
-	return nil, nil, slackMessage{}, 0
+	return nil, nil, nil, nil
 }
 
-// latestRootText returns root as its latest update (chat.update of its ts) shows it, waiting up to within for the
-// root or an update to contain sub; root itself when none does. The update must still list finalizer among the
-// Application's finalizers.
-func latestRootText(srv *fakeSlack, root slackMessage, finalizer, sub string, within time.Duration) slackMessage {
-	latest := root
-	waitFor(within, func() bool {
-		for _, m := range srv.Thread(root.TS) {
-			if m.Method == "chat.update" {
-				latest.Text, latest.Blocks = m.Text, m.Blocks
-			}
+// heldOnFailedHook reports whether the controller holds a's deletion on app's failed PreDelete hook: pre-delete-finalizer
+// is on it and its DeletionError condition names the hook as failed.
+func heldOnFailedHook(a *v1alpha1.Application, app *testenv.RealHookApp) bool {
+	return slices.Contains(a.Finalizers, rules.PreDeleteFinalizer) &&
+		strings.Contains(deletionError(a), "PreDelete hook(s) failed: "+app.Namespace+"/"+testenv.PreDeleteHookName)
+}
+
+// deletionError is the message of a's DeletionError condition ("" when it has none).
+func deletionError(a *v1alpha1.Application) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == v1alpha1.ApplicationConditionDeletionError {
+			return c.Message
 		}
-		return strings.Contains(latest.Text, sub)
-	})
-	if fins, ok := announcedFinalizers(latest); !ok || !slices.Contains(fins, finalizer) {
-		return root
 	}
-	return latest
+	return ""
+}
+
+// describeDeletion says where a deletion stands, for failure messages.
+func describeDeletion(a *v1alpha1.Application) string {
+	if a == nil {
+		return "the Application is gone"
+	}
+	return fmt.Sprintf("finalizers %v, DeletionError %q", a.Finalizers, deletionError(a))
+}
+
+// readApplication reads app's Application from the apiserver; nil once it is gone.
+func readApplication(t *testing.T, app *testenv.RealHookApp) *v1alpha1.Application {
+	t.Helper()
+	a := &v1alpha1.Application{}
+	err := app.Stack.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: app.Stack.Namespace, Name: app.Name}, a)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err, "reading Application %s", app.Name)
+	return a
 }
 
 // announcedFinalizers reads the Application's finalizers from the Evidence of an app-deletion-stuck announcement
@@ -252,8 +264,7 @@ var announcedFinalizersField = regexp.MustCompile("`metadata\\.finalizers` = `\\
 // applicationDeleted reports whether the Application no longer exists.
 func applicationDeleted(t *testing.T, app *testenv.RealHookApp) bool {
 	t.Helper()
-	err := app.Stack.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: app.Stack.Namespace, Name: app.Name}, &v1alpha1.Application{})
-	return apierrors.IsNotFound(err)
+	return readApplication(t, app) == nil
 }
 
 // incidentsAboutApp returns the incidents about app's Application or an object of its destination namespace. With the
