@@ -44,5 +44,8 @@ func TestStartUI(t *testing.T) {
 // proxyTokenOf is the proxy token a test gives serve and argocd-server next to apiToken.
 func proxyTokenOf(apiToken string) string { return "proxy-" + apiToken }
 
-// testToken makes name into a token serve accepts (ui.MinTokenLength characters or more).
-func testToken(name string) string { return name + "-" + strings.Repeat("0", ui.MinTokenLength) }
+// testToken is a bare API token of at least ui.MinTokenLength characters named after name; a colon (a subtest's
+// "serve: …") would make the token file's line "<name>:<token>", so it becomes '-'.
+func testToken(name string) string {
+	return strings.ReplaceAll(name, ":", "-") + "-" + strings.Repeat("0", ui.MinTokenLength)
+}

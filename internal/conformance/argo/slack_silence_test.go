@@ -122,7 +122,10 @@ func TestASilenceFromSlackHoldsBackASecondIncidentOnTheRealController(t *testing
 				for _, m := range sil.Matchers {
 					ms = append(ms, m.String())
 				}
-				require.Equal(t, []string{`rule="` + string(held.rule) + `"`, `namespace="` + app.Namespace + `"`, `app="` + app.Name + `"`, `name="migrate"`}, ms)
+				// The incident's silence pins every label the incident has: the Job, its Application, and the Application's
+				// namespace and project, so it mutes no other team's application of the same name.
+				require.Equal(t, []string{`rule="` + string(held.rule) + `"`, `namespace="` + app.Namespace + `"`, `kind="Job"`, `app="` + app.Name + `"`,
+					`appNamespace="` + synced.Namespace + `"`, `project="` + synced.Spec.Project + `"`, `name="migrate"`}, ms)
 			})
 
 			t.Run("released by hand, the first incident resolves", func(t *testing.T) {
