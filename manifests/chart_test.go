@@ -372,6 +372,12 @@ func TestChartValues(t *testing.T) {
 			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--slack-team-id=T024BE7LD")
 		},
 	}, {
+		name: "silenceMaxDuration bounds silences with --silence-max-duration, and serve's own maximum without it",
+		set:  []string{"silenceMaxDuration=2w"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			require.Contains(t, deployment(t, objs).Spec.Template.Spec.Containers[0].Args, "--silence-max-duration=2w")
+		},
+	}, {
 		name: "Slack's buttons are off by default",
 		set:  []string{"slack.channel=#i"},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
