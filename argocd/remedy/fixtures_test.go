@@ -3,7 +3,6 @@ package remedy
 import (
 	"time"
 
-
 	"github.com/syncmedic/syncmedic/internal/argoapi/health"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 	"github.com/syncmedic/syncmedic/internal/testenv/argofixture"
