@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,6 +188,41 @@ func TestPluginReadsNothingOutsideTheRepository(t *testing.T) {
 			require.Len(t, got, 2)
 			require.Contains(t, strings.Join(got, "\n"), `"name":"fetched"`)
 			require.EqualValues(t, 1, hits.Load())
+		})
+
+		t.Run("kustomize-allow-remote=true still bounds what is fetched", func(t *testing.T) {
+			big := strings.Repeat("# padding\n", (MaxRemoteSize/10)+1)
+			bounded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/big.yaml": // announced: refused from its Content-Length, before the body is read
+					w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+					_, _ = w.Write([]byte(big))
+				case "/streamed.yaml": // not announced: cut while it is read
+					w.(http.Flusher).Flush()
+					_, _ = w.Write([]byte(big))
+				}
+			}))
+			t.Cleanup(bounded.Close)
+			tests := []struct{ name, entry, wantErr string }{
+				{"a resource over the size limit", bounded.URL + "/big.yaml",
+					fmt.Sprintf("%s/big.yaml is larger than the %d MiB limit of a remote kustomize resource (Content-Length %d)", bounded.URL, MaxRemoteSize>>20, len(big))},
+				{"a streamed resource over the size limit", bounded.URL + "/streamed.yaml",
+					fmt.Sprintf("%s/streamed.yaml is larger than the %d MiB limit of a remote kustomize resource", bounded.URL, MaxRemoteSize>>20)},
+				{"the cloud metadata service", "http://169.254.169.254/latest/meta-data/iam.yaml",
+					"address 169.254.169.254 is refused: link-local, unspecified and multicast addresses (the cloud metadata services among them) are never fetched"},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					writeFiles(t, dir, map[string]string{
+						"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+						"kustomization.yaml": fmt.Sprintf("resources:\n  - cm.yaml\n  - %s\n", tt.entry),
+					})
+					got, err := cmpSrv.Generate(t, dir, env("PARAM_KUSTOMIZE_ALLOW_REMOTE", "true"))
+					require.Error(t, err, "rendered: %v", got)
+					require.Contains(t, err.Error(), tt.wantErr)
+					require.Empty(t, got)
+				})
+			}
 		})
 
 		t.Run("kustomize-allow-remote=true opts in to git bases too", func(t *testing.T) {

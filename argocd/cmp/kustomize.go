@@ -16,14 +16,15 @@ import (
 // renderKustomize runs kustomize (krusty, the library behind `kustomize build`) on the directory, reading through a
 // filesystem confined to the repository root. Remote resources and bases are refused before kustomize sees them
 // unless p.KustomizeAllowRemote opts in; then kustomize fetches them itself (its git clones are readable too), within
-// the render deadline.
+// the render deadline, through boundRemoteFetches' limits on http(s) fetches.
 func renderKustomize(root *repofs.Root, dir string, p Params) ([]Doc, error) {
-	fsys := root.RemoteFileSystem()
-	if !p.KustomizeAllowRemote {
-		if err := refuseRemote(root, dir, map[string]bool{}); err != nil {
-			return nil, err
-		}
-		fsys = root.FileSystem()
+	fsys := root.FileSystem()
+	if p.KustomizeAllowRemote {
+		fsys = root.RemoteFileSystem()
+		boundRemoteFetches()
+	}
+	if err := refuseRemote(root, dir, p.KustomizeAllowRemote, map[string]bool{}); err != nil {
+		return nil, err
 	}
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, dir)
 	if err != nil {
@@ -49,8 +50,11 @@ var errRemote = errors.New("is remote: kustomize resources, bases and files must
 
 // refuseRemote walks the kustomization in dir and the local kustomizations it includes, and returns an error naming
 // the first entry kustomize would fetch over the network (an http(s) file, a git repository) or that is not a file or
-// directory inside the repository (kustomize would try it as a git repository). seen holds the directories visited.
-func refuseRemote(root *repofs.Root, dir string, seen map[string]bool) error {
+// directory inside the repository (kustomize would try it as a git repository). With allow, remote entries are let
+// through unless their host resolves to an address boundedTransport refuses: checked here too because kustomize hands
+// a URL that is not a file to the git binary, which the transport does not see (a remote base's own remote entries
+// are fetched by kustomize unchecked, within the render deadline). seen holds the directories visited.
+func refuseRemote(root *repofs.Root, dir string, allow bool, seen map[string]bool) error {
 	if seen[dir] {
 		return nil
 	}
@@ -71,6 +75,12 @@ func refuseRemote(root *repofs.Root, dir string, seen map[string]bool) error {
 			return nil
 		}
 		if looksRemote(entry) {
+			if allow {
+				if err := refuseRemoteHost(entry); err != nil {
+					return fmt.Errorf("%s: %s entry %q: %w", rel(file), field, entry, err)
+				}
+				return nil
+			}
 			return fmt.Errorf("%s: %s entry %q %w", rel(file), field, entry, errRemote)
 		}
 		real, err := root.Resolve(dir, entry)
@@ -81,7 +91,7 @@ func refuseRemote(root *repofs.Root, dir string, seen map[string]bool) error {
 			return fmt.Errorf("%s: %s entry %q %w: kustomize reads only files inside the repository", rel(file), field, entry, err)
 		}
 		if recurse && isDir(real) {
-			return refuseRemote(root, real, seen)
+			return refuseRemote(root, real, allow, seen)
 		}
 		return nil
 	}
