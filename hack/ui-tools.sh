@@ -39,7 +39,8 @@ stamp=$(cd "$EXT" && cat package.json package-lock.json $(find src -type f | LC_
 if [ ! -d "$EXT/node_modules" ] || [ ! -f "$EXT/dist/extension-syncmedic.js" ] || [ "$(cat "$BIN/.ui-extension.stamp" 2>/dev/null)" != "$stamp" ]; then
   log "npm ci and npm run build in ui/extension"
   (cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
-  # The extension component pins the archive's sha256 (manifests/components/argocd-extension/extension.tar.sha256).
+  # The extension component and the chart pin the archive's sha256 (manifests/components/argocd-extension/extension.tar.sha256,
+  # charts/syncmedic/files/extension.tar.sha256).
   go test ./manifests -run '^TestTheExtensionComponentPinsTheArchiveServeServes$' -count=1 -update-digest >/dev/null
   echo "$stamp" >"$BIN/.ui-extension.stamp"
 fi

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/syncmedic/syncmedic/incident"
 	"github.com/syncmedic/syncmedic/ui"
@@ -22,8 +23,12 @@ import (
 
 var updateDigest = flag.Bool("update-digest", false, "rewrite components/argocd-extension/extension.tar.sha256 from the bundle ui embeds")
 
-// extensionDigestFile is the digest the component pins, in sha256sum's format, as the installer reads it.
-var extensionDigestFile = filepath.Join("components", "argocd-extension", "extension.tar.sha256")
+// extensionDigestFile is the digest the component pins, in sha256sum's format, as the installer reads it;
+// chartDigestFile is the same digest in the chart, which its NOTES put into the argo-cd chart's values.
+var (
+	extensionDigestFile = filepath.Join("components", "argocd-extension", "extension.tar.sha256")
+	chartDigestFile     = filepath.Join(chartDir, "files", "extension.tar.sha256")
+)
 
 // served is what serve answers at path (ui.ExtensionArchivePath, ui.ExtensionBundlePath).
 func served(t *testing.T, path string) []byte {
@@ -48,10 +53,13 @@ func TestTheExtensionComponentPinsTheArchiveServeServes(t *testing.T) {
 	want := sha256Line(served(t, ui.ExtensionArchivePath))
 	if *updateDigest {
 		require.NoError(t, os.WriteFile(extensionDigestFile, []byte(want), 0o644))
+		require.NoError(t, os.WriteFile(chartDigestFile, []byte(want), 0o644))
 	}
-	got, err := os.ReadFile(extensionDigestFile)
-	require.NoError(t, err)
-	require.Equal(t, want, string(got), "the bundle changed: go test ./manifests -run TestTheExtensionComponentPinsTheArchiveServeServes -update-digest")
+	for _, f := range []string{extensionDigestFile, chartDigestFile} {
+		got, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got), "%s: the bundle changed: go test ./manifests -run TestTheExtensionComponentPinsTheArchiveServeServes -update-digest", f)
+	}
 
 	dir := writeKustomization(t, map[string]string{"install.yaml": argoCDServerWithMetricsExtension})
 	comp, err := filepath.Abs(filepath.Join("components", "argocd-extension"))
@@ -89,6 +97,48 @@ func TestTheExtensionComponentPinsTheArchiveServeServes(t *testing.T) {
 	var cm corev1.ConfigMap
 	convert(t, find(t, objs, "ConfigMap", cmName), &cm)
 	require.Equal(t, want, cm.Data["extension.tar.sha256"])
+}
+
+// TestTheChartNotesPinTheArchiveServeServes reads the argo-cd chart values the chart's NOTES print for the extension:
+// the installer runs as an init container of argocd-server with EXTENSION_CHECKSUM_URL on a ConfigMap that the values'
+// extraObjects create holding the sha256 of the archive serve serves, and argocd-server mounts only the installed file.
+func TestTheChartNotesPinTheArchiveServeServes(t *testing.T) {
+	notes := renderNotes(t, "incidentAPI.enabled=true")
+	_, block, ok := strings.Cut(notes, "\n  configs:\n")
+	require.True(t, ok, "%s", notes)
+	var values struct {
+		Server struct {
+			InitContainers []corev1.Container   `json:"initContainers"`
+			Volumes        []corev1.Volume      `json:"volumes"`
+			VolumeMounts   []corev1.VolumeMount `json:"volumeMounts"`
+			Extensions     map[string]any       `json:"extensions"`
+		} `json:"server"`
+		ExtraObjects []corev1.ConfigMap `json:"extraObjects"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte("  configs:\n"+block), &values), "%s", block)
+	require.Nil(t, values.Server.Extensions, "extensionList installs without a checksum: the installer is an init container of its own")
+	require.Len(t, values.Server.InitContainers, 1)
+	installer := values.Server.InitContainers[0]
+	env := map[string]string{}
+	for _, e := range installer.Env {
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, "http://syncmedic.syncmedic.svc.cluster.local:9292"+ui.ExtensionArchivePath, env["EXTENSION_URL"])
+	require.Equal(t, "file:///etc/syncmedic-extension-digest/extension.tar.sha256", env["EXTENSION_CHECKSUM_URL"])
+	var cmName string
+	for _, m := range installer.VolumeMounts {
+		for _, v := range values.Server.Volumes {
+			if m.MountPath == "/etc/syncmedic-extension-digest" && v.Name == m.Name && v.ConfigMap != nil {
+				cmName = v.ConfigMap.Name
+			}
+		}
+	}
+	require.NotEmpty(t, cmName, "the installer mounts the digest's ConfigMap: %+v", installer.VolumeMounts)
+	require.Len(t, values.ExtraObjects, 1)
+	require.Equal(t, cmName, values.ExtraObjects[0].Name)
+	require.Equal(t, sha256Line(served(t, ui.ExtensionArchivePath)), values.ExtraObjects[0].Data["extension.tar.sha256"])
+	require.Equal(t, []corev1.VolumeMount{{Name: "syncmedic-extension", MountPath: "/tmp/extensions/resources/extension-syncmedic.js",
+		SubPath: "resources/extension-syncmedic.js"}}, values.Server.VolumeMounts, "argocd-server mounts only syncmedic's file")
 }
 
 // TestTheExtensionInstallerRefusesATamperedArchive runs Argo CD's extension installer (install.sh v0.0.8, vendored
