@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/syncmedic/syncmedic/argocd/rules"
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
+	"github.com/syncmedic/syncmedic/policy"
 )
 
 // argoCDServeOptions are the Argo CD component's flags.
@@ -153,6 +155,7 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 					remedy.WarnRemedies(pctx, c, nil, d.Policy(), argocd.WatchScope(o.projects, o.appNamespace), log)
 					cancel()
 				}
+				warnAnonymousExtension(ctx, opts, d.Policy, log)
 				return runWithAppSets(ctx, sink, w, argocd.NewAppSetPoller(argocd.AppSetPollerOptions{Client: c, Instance: o.instance,
 					Projects: o.projects, Namespace: o.appNamespace, UIURL: o.uiURL, Thresholds: d.Thresholds.ArgoCD, Log: log}))
 			}), nil
@@ -304,5 +307,28 @@ func registerWatcherMetrics(reg prometheus.Registerer, w *argocd.Watcher, instan
 			func() float64 { return float64(w.Stats().Apps) }),
 	} {
 		_ = reg.Register(c)
+	}
+}
+
+// warnAnonymousExtension logs argocd.AnonymousExtensionWarning when argocd-server lets anonymous users invoke the
+// extension; a server that cannot be asked is logged at debug level (the extension may not be set up at all).
+func warnAnonymousExtension(ctx context.Context, opts argocd.ClientOptions, pol func() *policy.Policy, log *slog.Logger) {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	yes, err := argocd.AnonymousMayInvoke(actx, opts, argocd.ExtensionName)
+	if err != nil {
+		log.Debug("could not ask argocd-server whether anonymous users may invoke the extension", "error", err)
+		return
+	}
+	if !yes {
+		log.Info("argocd-server lets no anonymous user invoke the " + argocd.ExtensionName + " extension")
+		return
+	}
+	{
+		p := (*policy.Policy)(nil)
+		if pol != nil {
+			p = pol()
+		}
+		log.Warn(argocd.AnonymousExtensionWarning(argocd.ExtensionName, p != nil && p.TrustProxyGroups))
 	}
 }
