@@ -84,6 +84,7 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"watch", "helm.toolkit.fluxcd.io", "helmreleases", "", ""},
 		{"patch", "helm.toolkit.fluxcd.io", "helmreleases", "apps", "podinfo"},
 		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
+		{"watch", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
 		{"watch", "kustomize.toolkit.fluxcd.io", "kustomizations", "", ""},
 		{"patch", "kustomize.toolkit.fluxcd.io", "kustomizations", "flux-system", "apps"},
 		{"get", "source.toolkit.fluxcd.io", "gitrepositories", "flux-system", "flux-system"},
@@ -123,6 +124,15 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"update", "", "configmaps", "argocd", "argocd-cm"},
 		{"update", "coordination.k8s.io", "leases", "kube-system", "kube-controller-manager"},
 		{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "validation.webhook.serving.knative.dev"},
+		// The policy is read only: serve cannot turn on auto or turn off its own kill switch.
+		{"update", "", "configmaps", "syncmedic", "syncmedic-policy"},
+		{"patch", "", "configmaps", "syncmedic", "syncmedic-policy"},
+		{"patch", "", "configmaps", "syncmedic", "syncmedic-state"},
+		{"list", "", "configmaps", "syncmedic", ""},
+		{"watch", "", "configmaps", "syncmedic", "syncmedic-state"},
+		// One CRD, by name.
+		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
+		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "applications.argoproj.io"},
 	}
 	review := func(t *testing.T, c check) *authzv1.SubjectAccessReview {
 		spec := serviceAccount
