@@ -15,6 +15,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -462,6 +464,17 @@ var everything = []string{
 	"serviceMonitor.enabled=true", "serviceMonitor.labels.release=kube-prometheus-stack",
 	"prometheusRule.enabled=true", "prometheusRule.labels.release=kube-prometheus-stack",
 	"dashboard.enabled=true",
+	"serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::123456789012:role/syncmedic",
+	"priorityClassName=platform-critical",
+	"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+	"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+	"extraEnv[0].name=HTTPS_PROXY", "extraEnv[0].value=http://proxy.example.com:3128",
+	"extraEnvFrom[0].configMapRef.name=proxy-settings",
+	"extraVolumes[0].name=ca-bundle", "extraVolumes[0].configMap.name=ca-bundle",
+	"extraVolumeMounts[0].name=ca-bundle", "extraVolumeMounts[0].mountPath=/etc/ssl/extra",
+	"ingress.enabled=true", "ingress.className=nginx", "ingress.host=syncmedic.example.com",
+	"ingress.tls[0].secretName=syncmedic-tls", "ingress.tls[0].hosts[0]=syncmedic.example.com",
+	"global.imageRegistry=registry.example.com",
 }
 
 // TestChartAppliesToTheApiserver validates the rendered objects with a server-side dry-run apply against a real
@@ -470,6 +483,11 @@ func TestChartAppliesToTheApiserver(t *testing.T) {
 	env := testenv.Kube(t)
 	installMonitoringCRDs(t, env)
 	ctx := context.Background()
+	// everything's priorityClassName: the Pod is admitted only when the PriorityClass exists.
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "platform-critical"}, Value: 1000000}
+	if err := env.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
 	cases := []struct {
 		name string
 		set  []string

@@ -38,3 +38,11 @@ app.kubernetes.io/component: serve
 {{- define "syncmedic.secretName" -}}
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "syncmedic.fullname" .)) -}}
 {{- end -}}
+
+{{/* The ServiceAccount the Pods run as: serviceAccount.name, else the full name (created unless serviceAccount.create is false). */}}
+{{- define "syncmedic.serviceAccountName" -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name: the existing ServiceAccount the Pods run as (the chart's Role and ClusterRole are bound to it)" -}}
+{{- end -}}
+{{- .Values.serviceAccount.name | default (include "syncmedic.fullname" .) -}}
+{{- end -}}
