@@ -103,8 +103,8 @@ func TestTheArgoCDAccountComponentWorksWithoutTheSidecar(t *testing.T) {
 			}
 		})
 	}
-	t.Run("the CMP component brings the same account", func(t *testing.T) {
-		objs := buildArgoCDWithComponent(t, "argocd")
+	t.Run("beside the CMP component, the account component brings the same account", func(t *testing.T) {
+		objs := buildArgoCDWithComponent(t, "argocd", true)
 		var rbacCM corev1.ConfigMap
 		objs["ConfigMap/argocd-rbac-cm"].into(t, &rbacCM)
 		require.Equal(t, want, rbacCM.Data["policy.syncmedic.csv"])

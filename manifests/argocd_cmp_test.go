@@ -66,25 +66,34 @@ data:
 `
 
 // argoCDWithComponent writes a kustomization installing argoCDInstall into namespace ns with the argocd-cmp
-// component, the way a user includes it, and returns its directory.
-func argoCDWithComponent(t *testing.T, ns string) string {
+// component and, with account, the argocd-account component beside it (what serve needs), the way a user includes
+// them, and returns its directory.
+func argoCDWithComponent(t *testing.T, ns string, account bool) string {
 	t.Helper()
-	component, err := filepath.Abs("argocd-cmp")
-	require.NoError(t, err)
 	dir := writeKustomization(t, map[string]string{"install.yaml": argoCDInstall})
-	rel, err := filepath.Rel(dir, component) // kustomize refuses absolute paths to components
-	require.NoError(t, err)
+	components := []string{"argocd-cmp"}
+	if account {
+		components = append(components, filepath.Join("components", "argocd-account"))
+	}
+	var list string
+	for _, c := range components {
+		abs, err := filepath.Abs(c)
+		require.NoError(t, err)
+		rel, err := filepath.Rel(dir, abs) // kustomize refuses absolute paths to components
+		require.NoError(t, err)
+		list += "  - " + rel + "\n"
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
 		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: "+ns+
-			"\nresources:\n  - install.yaml\ncomponents:\n  - "+rel+"\n"), 0o644))
+			"\nresources:\n  - install.yaml\ncomponents:\n"+list), 0o644))
 	return dir
 }
 
 // buildArgoCDWithComponent builds argoCDWithComponent, by kind/name.
-func buildArgoCDWithComponent(t *testing.T, ns string) map[string]*runtimeObject {
+func buildArgoCDWithComponent(t *testing.T, ns string, account bool) map[string]*runtimeObject {
 	t.Helper()
 	out := map[string]*runtimeObject{}
-	for _, o := range build(t, argoCDWithComponent(t, ns)) {
+	for _, o := range build(t, argoCDWithComponent(t, ns, account)) {
 		out[o.GetKind()+"/"+o.GetName()] = &runtimeObject{o.Object}
 	}
 	return out
@@ -98,7 +107,7 @@ func (r *runtimeObject) into(t *testing.T, v interface{}) {
 }
 
 func TestArgoCDComponent(t *testing.T) {
-	objs := buildArgoCDWithComponent(t, "argocd")
+	objs := buildArgoCDWithComponent(t, "argocd", true)
 
 	t.Run("the repo-server gets the CMP sidecar with Argo CD's cmp-server and the plugin config", func(t *testing.T) {
 		var d appsv1.Deployment
@@ -143,6 +152,17 @@ func TestArgoCDComponent(t *testing.T) {
 		require.Equal(t, []string{"strict", "fix", "annotate", "values", "values-files", "set", "release-name", "recurse", "kustomize-allow-remote"}, names)
 	})
 
+	t.Run("the plugin alone adds no Argo CD account and no policy: rendering needs no write rights", func(t *testing.T) {
+		alone := buildArgoCDWithComponent(t, "argocd", false)
+		var cm, rbacCM corev1.ConfigMap
+		alone["ConfigMap/argocd-cm"].into(t, &cm)
+		alone["ConfigMap/argocd-rbac-cm"].into(t, &rbacCM)
+		require.NotContains(t, cm.Data, "accounts.syncmedic")
+		require.Equal(t, map[string]string{"policy.csv": "g, platform-team, role:admin\n"}, rbacCM.Data)
+		require.Contains(t, alone, "Deployment/argocd-repo-server")
+		require.Contains(t, alone, "ConfigMap/syncmedic-cmp-plugin")
+	})
+
 	t.Run("the account and policy are added without replacing the user's", func(t *testing.T) {
 		var cm, rbacCM corev1.ConfigMap
 		objs["ConfigMap/argocd-cm"].into(t, &cm)
@@ -157,7 +177,7 @@ func TestArgoCDComponent(t *testing.T) {
 func TestArgoCDComponentAppliesAndItsPolicyIsEnforcedByArgoCD(t *testing.T) {
 	env := testenv.Kube(t)
 	ns := env.Namespace(t)
-	cons := argoCDWithComponent(t, ns)
+	cons := argoCDWithComponent(t, ns, true)
 	objs := build(t, cons)
 	apply(t, env.Client, objs)
 

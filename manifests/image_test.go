@@ -46,7 +46,7 @@ func TestEveryInstallUsesTheSameImage(t *testing.T) {
 		}},
 		{"the Argo CD CMP sidecar", func(t *testing.T) string {
 			var d unstructured.Unstructured
-			d.Object = buildArgoCDWithComponent(t, "argocd")["Deployment/argocd-repo-server"].obj
+			d.Object = buildArgoCDWithComponent(t, "argocd", true)["Deployment/argocd-repo-server"].obj
 			return image(t, []*unstructured.Unstructured{&d}, "Deployment", "argocd-repo-server", "syncmedic-cmp")
 		}},
 		{"the Helm chart rendered with its defaults", func(t *testing.T) string {

@@ -20,6 +20,7 @@ import (
 
 // fluxOptions are the Flux component's flags.
 type fluxOptions struct {
+	enabled    bool
 	tokenFile  string
 	unsigned   bool
 	maxAge     time.Duration
@@ -36,6 +37,8 @@ func init() {
 	registerServeComponent(serveComponent{
 		name: "flux",
 		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&o.enabled, "flux", true, "run the Flux part: the event receiver ("+flux.EventsPath+"), the HelmRelease and Kustomization watch and "+
+				"their remedies; --flux=false for an install without Flux (Argo CD only), which then needs no --flux-hmac-token-file")
 			fs.StringVar(&o.tokenFile, "flux-hmac-token-file", "", "file holding the generic-hmac Provider's token (required): "+flux.EventsPath+" accepts only events whose X-Signature matches")
 			fs.BoolVar(&o.unsigned, "flux-receiver-insecure-no-signature", false, "for tests only: run the Flux receiver without --flux-hmac-token-file, accepting unsigned events from anyone who can reach it")
 			fs.DurationVar(&o.maxAge, "flux-event-max-age", flux.DefaultMaxEventAge, "how far a signed Flux event's timestamp may be from now (older or later: 400); within it a replayed body is accepted once")
@@ -55,10 +58,14 @@ func init() {
 var errNoFluxToken = errors.New("--flux-hmac-token-file is required: the Flux receiver (POST " + flux.EventsPath + ") accepts only events " +
 	"signed by a generic-hmac Provider. Put a random token in syncmedic's Secret (key flux-hmac-token) and the same one in the Secret " +
 	"syncmedic-flux-hmac (key token) in flux-system, apply manifests/flux (a generic-hmac Provider with secretRef syncmedic-flux-hmac; " +
-	"README, \"Flux\") and pass the token's file; --flux-receiver-insecure-no-signature runs without it, for tests only")
+	"README, \"Flux\") and pass the token's file; without Flux, pass --flux=false; --flux-receiver-insecure-no-signature runs without it, for tests only")
 
 func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, error) {
 	log := d.Log.With("component", "flux")
+	if !o.enabled {
+		log.Info("flux: off (--flux=false): no event receiver, no HelmRelease or Kustomization watch")
+		return serveParts{}, nil
+	}
 	limit, err := resource.ParseQuantity(o.bodyLimit)
 	if err != nil || limit.Value() <= 0 {
 		return serveParts{}, fmt.Errorf("--flux-body-limit %q: want a positive quantity such as 1Mi or 65536", o.bodyLimit)

@@ -168,6 +168,16 @@ func TestServeRefusesAFluxReceiverWithoutAnHMACToken(t *testing.T) {
 	require.NoError(t, err)
 	_ = res.Body.Close()
 	require.Equal(t, http.StatusAccepted, res.StatusCode, "the opt-out accepts an unsigned event")
+
+	off := startServe(t, "--flux=false", "--state-file", filepath.Join(t.TempDir(), "state.json"))
+	require.Contains(t, off.Logs.String(), "flux: off (--flux=false): no event receiver, no HelmRelease or Kustomization watch")
+	code, body := get(off.Metrics + "/readyz?verbose")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, body, "flux")
+	res, err = http.Post(off.Base+"/flux/events", "application/json", strings.NewReader(`{"involvedObject":{"kind":"HelmRelease"}}`))
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusNotFound, res.StatusCode, "no receiver without Flux")
 }
 
 // TestServeServesMetricsAndHealthOnlyOnTheMetricsAddr: with --metrics-addr, /metrics, /healthz and /readyz are
@@ -268,7 +278,7 @@ type runningServe struct {
 // /healthz answers. Unless args name --flux-hmac-token-file or its opt-out, the Flux receiver gets fluxTokenArgs.
 func startServeOn(t *testing.T, addr string, args ...string) *runningServe {
 	t.Helper()
-	if !slices.Contains(args, "--flux-hmac-token-file") && !slices.Contains(args, "--flux-receiver-insecure-no-signature") {
+	if !slices.Contains(args, "--flux-hmac-token-file") && !slices.Contains(args, "--flux-receiver-insecure-no-signature") && !slices.Contains(args, "--flux=false") {
 		args = append(fluxTokenArgs(t), args...)
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")

@@ -451,7 +451,7 @@ func checkExtension(t *testing.T, n *testenv.Node, work, app string, syncmedicSi
 	t.Logf("extension token:\n%s", runShell(t, n, work, readmeBlock(t, readmeIncidentsSection, 1)))
 	t.Logf("syncmedic's side of the extension:\n%s", runShell(t, n, work, syncmedicSide()+
 		"\nkubectl -n syncmedic rollout status deploy/syncmedic --timeout=3m"))
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-extension"))
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-extension"))
 	t.Logf("argocd-server restarted:\n%s", runShell(t, n, work,
 		"kubectl -n argocd rollout restart deploy/argocd-server\nkubectl -n argocd rollout status deploy/argocd-server --timeout=3m"))
 

@@ -71,9 +71,9 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
-	// Argo CD's kustomization as the README gives it: install.yaml with manifests/argocd-cmp (the sidecar and the
-	// account); the chart installs syncmedic's side only.
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"))
+	// Argo CD's kustomization as the README gives it: install.yaml with manifests/argocd-cmp (the sidecar) and
+	// manifests/components/argocd-account (serve's account); the chart installs syncmedic's side only.
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
 	checkCMPRenders(t, n)
 	slack := slackrec.New(t)
 	u, err := url.Parse(slack.GetAPIURL())

@@ -81,9 +81,9 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
-	// The README's argocd/kustomization.yaml: install.yaml with the manifests/argocd-cmp component (the sidecar,
-	// and the account component it includes).
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"))
+	// The README's argocd/kustomization.yaml: install.yaml with the manifests/argocd-cmp component (the sidecar)
+	// and manifests/components/argocd-account (serve's account).
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
 	checkCMPRenders(t, n)
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
