@@ -15,6 +15,9 @@ import (
 // The newest version's CRDs are installed for every version in a test binary (installArgoCDCRDs): they must keep
 // every field the older versions' CRDs define, or the apiserver would prune what an older controller writes.
 func TestArgoCDCRDsKeepOlderVersionsFields(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads bin/crds-argocd-* (make tools-argocd); skipped under -short")
+	}
 	bin, err := BinDir()
 	require.NoError(t, err)
 	newest := filepath.Join(bin, "crds-argocd-"+argoCDCRDVersion)
@@ -23,10 +26,10 @@ func TestArgoCDCRDsKeepOlderVersionsFields(t *testing.T) {
 			t.Run(older+" "+file+" has no field the "+argoCDCRDVersion+" schema prunes", func(t *testing.T) {
 				oldPath := filepath.Join(bin, "crds-argocd-"+older, file)
 				if _, err := os.Stat(oldPath); err != nil {
-					t.Skipf("%s not built (make tools-argocd)", oldPath)
+					t.Fatalf("%s not built: run `make tools-argocd`", oldPath)
 				}
 				if _, err := os.Stat(filepath.Join(newest, file)); err != nil {
-					t.Skipf("%s not built (make tools-argocd)", newest)
+					t.Fatalf("%s not built: run `make tools-argocd`", newest)
 				}
 				oldSchema, newSchema := crdSchema(t, oldPath), crdSchema(t, filepath.Join(newest, file))
 				require.NotEmpty(t, oldSchema.Properties["spec"].Properties, "the schema was read")
@@ -79,7 +82,7 @@ func TestArgoCDStackSyncsFromGit(t *testing.T) {
 	for _, version := range []string{ArgoCDV2, ArgoCDV3} {
 		t.Run(version+" syncs a ConfigMap and a PreSync hook from git", func(t *testing.T) {
 			if _, err := ArgoCDBinary(version); err != nil {
-				t.Skip(err)
+				t.Fatal(err) // names `make tools-argocd`
 			}
 			stack := ArgoCDStack(t, env, ArgoCDStackOptions{Version: version})
 			t.Logf("Argo CD %s stack started in %s", version, stack.StartedIn.Round(100*time.Millisecond))
