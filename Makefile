@@ -130,8 +130,8 @@ test-unit:
 # `make image IMAGE=registry.example.com/syncmedic:v0.2.0`. VERSION (default: IMAGE's tag) is stamped into `syncmedic
 # version`; REVISION (default: the Git commit) labels the image; PLATFORMS (comma-separated linux/<arch>, default
 # linux/amd64 and the host's) picks the architectures. Reproducible: the same source, VERSION, REVISION and
-# SOURCE_DATE_EPOCH (default 0) give the same digest. Then push it and point the manifests at it: README, "Build and
-# use your own image".
+# SOURCE_DATE_EPOCH (default 0) give the same digest. Then push it and point the manifests at it:
+# docs/install-kustomize.md, "Build and use your own image".
 IMAGE ?= ghcr.io/syncmedic/syncmedic:v0.1.0
 VERSION ?= $(lastword $(subst :, ,$(IMAGE)))
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
