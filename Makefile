@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
+.PHONY: all build docs test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -118,6 +118,14 @@ compat-check:
 # Every fuzz target for FUZZTIME each; failing inputs land in the package's testdata/fuzz.
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+
+# The generated sections of docs/ (between `<!-- BEGIN GENERATED: name -->` and its END marker), rewritten from the
+# code: every command's flags (docs/cli.md, from cobra), the rule catalog (docs/rules.md), the chart's values
+# (docs/install-helm.md, from values.schema.json's descriptions and values.yaml), the RBAC tables and the Argo CD
+# policy (docs/install-kustomize.md, from manifests/base and manifests/components/argocd-account). The same tests,
+# without -update, are part of `make test` (and `make test-unit`): they fail while a committed page differs.
+docs:
+	go test -count=1 -run '^TestGeneratedDocs$$' ./cmd/syncmedic ./manifests -args -update
 
 # Only the fast unit tests: no control plane needed.
 test-unit:
