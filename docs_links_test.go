@@ -18,7 +18,7 @@ var (
 	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	fenced    = regexp.MustCompile("(?ms)^```.*?^```")
 	inline    = regexp.MustCompile("`[^`\n]*`")
-	sectionOf = regexp.MustCompile(`\b((?:docs/[a-z-]+|bench/README|README)(?:\.md)?)(?:,|'s) "([^"]+)"`)
+	sectionOf = regexp.MustCompile(`\b((?:docs/[a-z-]+|bench/README|README)(?:\.md)?)(?:,|'s)? "([^"]+)"`)
 	heading   = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	boldLead  = regexp.MustCompile(`(?m)\*\*([^*]+)\.\*\*`)
 )
