@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -126,4 +128,40 @@ func rulesTable(rules []syncmedic.Rule) string {
 			threshold(r.Threshold), remedy, string(r.Automatic)})
 	}
 	return docgen.Table([]string{"rule", "what is stuck", "severity", "default threshold", "remedy", "applied unattended (policy `auto`)"}, rows)
+}
+
+// TestHandWrittenFlagTablesNameOnlyRealFlags: a row of a hand-written flag table in docs/ (its first cell naming
+// `--flag`) is about a flag some command has, so that a renamed or removed flag does not live on in the prose
+// around the generated reference.
+func TestHandWrittenFlagTablesNameOnlyRealFlags(t *testing.T) {
+	root := newRootCommand()
+	root.InitDefaultCompletionCmd()
+	flags := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { flags[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	require.NoError(t, err)
+	flagName := regexp.MustCompile("`-?-?[a-z]?,? ?--([a-z0-9-]+)")
+	rows := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for i, line := range strings.Split(string(b), "\n") {
+			cells := strings.Split(line, "|")
+			if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`-") {
+				continue
+			}
+			for _, m := range flagName.FindAllStringSubmatch(cells[1], -1) {
+				rows++
+				require.True(t, flags[m[1]], "%s:%d documents --%s, which no command has: rename or remove the row", page, i+1, m[1])
+			}
+		}
+	}
+	require.NotZero(t, rows, "no flag table row was read")
 }
