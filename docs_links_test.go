@@ -18,7 +18,7 @@ var (
 	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	fenced    = regexp.MustCompile("(?ms)^```.*?^```")
 	inline    = regexp.MustCompile("`[^`\n]*`")
-	sectionOf = regexp.MustCompile(`\b((?:docs/[a-z-]+|bench/README|README)(?:\.md)?)(?:,|'s)? "([^"]+)"`)
+	sectionOf = regexp.MustCompile(`\b((?:docs/[a-z-]+|bench/README|README)(?:\.md)?)(?:,|'s)? \\?"([^"\\]+)\\?"`)
 	heading   = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	boldLead  = regexp.MustCompile(`(?m)\*\*([^*]+)\.\*\*`)
 )
@@ -117,7 +117,8 @@ func TestEveryMarkdownLinkResolves(t *testing.T) {
 }
 
 // TestEveryNamedSectionExists: a comment, message or page that sends the reader to `README, "Title"` or
-// `docs/page.md, "Title"` names a heading (or a bold lead, **Title.**) that page has.
+// `docs/page.md, "Title"` (quotes escaped in a Go string or a template too) names a heading (or a bold lead,
+// **Title.**) that page has.
 func TestEveryNamedSectionExists(t *testing.T) {
 	md, other := repoTextFiles(t)
 	found := 0
