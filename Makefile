@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
+.PHONY: all build docs test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -119,6 +119,14 @@ compat-check:
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
+# The generated sections of docs/ (between `<!-- BEGIN GENERATED: name -->` and its END marker), rewritten from the
+# code: every command's flags (docs/cli.md, from cobra), the rule catalog (docs/rules.md), the chart's values
+# (docs/install-helm.md, from values.schema.json's descriptions and values.yaml), the RBAC tables and the Argo CD
+# policy (docs/install-kustomize.md, from manifests/base and manifests/components/argocd-account). The same tests,
+# without -update, are part of `make test` (and `make test-unit`): they fail while a committed page differs.
+docs:
+	go test -count=1 -run '^TestGeneratedDocs$$' ./cmd/syncmedic ./manifests -args -update
+
 # Only the fast unit tests: no control plane needed.
 test-unit:
 	go test -short -count=1 ./...
@@ -130,8 +138,8 @@ test-unit:
 # `make image IMAGE=registry.example.com/syncmedic:v0.2.0`. VERSION (default: IMAGE's tag) is stamped into `syncmedic
 # version`; REVISION (default: the Git commit) labels the image; PLATFORMS (comma-separated linux/<arch>, default
 # linux/amd64 and the host's) picks the architectures. Reproducible: the same source, VERSION, REVISION and
-# SOURCE_DATE_EPOCH (default 0) give the same digest. Then push it and point the manifests at it: README, "Build and
-# use your own image".
+# SOURCE_DATE_EPOCH (default 0) give the same digest. Then push it and point the manifests at it:
+# docs/install-kustomize.md, "Build and use your own image".
 IMAGE ?= ghcr.io/syncmedic/syncmedic:v0.1.0
 VERSION ?= $(lastword $(subst :, ,$(IMAGE)))
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-packages.sh prints the packages of ./... in the order `make test` hands them to `go test` (README, "How long").
+# test-packages.sh prints the packages of ./... in the order `make test` hands them to `go test` (docs/development.md, "How long").
 #
 # `go test` starts the packages' test binaries strictly in the order it is given them, two at a time (-p is
 # GOMAXPROCS), and a package whose tests wait for the machine's one real node (internal/testenv RealNode,

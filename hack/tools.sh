@@ -68,7 +68,7 @@ build kubelet kubelet k8s.io/kubernetes/cmd/kubelet "$K8S_LDFLAGS"
 build kube-scheduler kubelet k8s.io/kubernetes/cmd/kube-scheduler "$K8S_LDFLAGS"
 # The node's kube-proxy (iptables mode, in its network namespace), from a module of its own for the same reason.
 build kube-proxy kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$K8S_LDFLAGS"
-# kubectl, for the install tests that run the README's commands as written against the real node (internal/install).
+# kubectl, for the install tests that run the install pages' commands (docs/install-*.md) as written against the real node (internal/install).
 build kubectl kubectl k8s.io/kubernetes/cmd/kubectl "$K8S_LDFLAGS"
 # The node's cluster DNS: CoreDNS with only the plugins its Corefile uses (tools/coredns/main.go).
 build coredns coredns .

@@ -123,27 +123,38 @@ func TestTheArgoCDAccountComponentAppliesToTheApiserver(t *testing.T) {
 	}
 }
 
+// userDocs is the README and the install and Slack pages it sends users to (docs/), one after the other: the
+// commands and blocks the tests check are in one of them.
+func userDocs(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range []string{"README.md", "docs/install-kustomize.md", "docs/install-helm.md", "docs/slack.md"} {
+		b.WriteString(readFile(t, filepath.Join("..", f)) + "\n")
+	}
+	return b.String()
+}
+
 // fence matches a fenced block of the README: its language and its content.
 var fence = regexp.MustCompile("(?ms)^```(\\w*)\\n(.*?)^```$")
 
-// readmeBlock returns the README's fenced block of language lang that contains sub.
+// readmeBlock returns the fenced block of language lang that contains sub, in the README or its pages (userDocs).
 func readmeBlock(t *testing.T, lang, sub string) string {
 	t.Helper()
-	for _, m := range fence.FindAllStringSubmatch(readFile(t, filepath.Join("..", "README.md")), -1) {
+	for _, m := range fence.FindAllStringSubmatch(userDocs(t), -1) {
 		if m[1] == lang && strings.Contains(m[2], sub) {
 			return m[2]
 		}
 	}
-	t.Fatalf("README.md has no %s block containing %q", lang, sub)
+	t.Fatalf("README.md and its pages have no %s block containing %q", lang, sub)
 	return ""
 }
 
-// readmeSection returns the README's section under heading, up to the next heading of any level.
+// readmeSection returns the section under heading of the README or its pages (userDocs), up to the next heading of
+// any level.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
-	readme := readFile(t, filepath.Join("..", "README.md"))
-	_, after, ok := strings.Cut(readme, "\n"+heading+"\n")
-	require.True(t, ok, "README.md has no heading %q", heading)
+	_, after, ok := strings.Cut(userDocs(t), "\n"+heading+"\n")
+	require.True(t, ok, "README.md and its pages have no heading %q", heading)
 	if i := regexp.MustCompile(`(?m)^#{1,4} `).FindStringIndex(after); i != nil {
 		after = after[:i[0]]
 	}

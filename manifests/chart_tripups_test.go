@@ -157,7 +157,7 @@ func TestTheChartNetworkPolicyAdmitsConfiguredScrapers(t *testing.T) {
 
 // TestMakeTestLintsAndPackagesTheChart checks that `make test` runs the chart target, then runs that target with the
 // test's helm into a temporary directory: helm lint --strict passes and helm package writes the chart archive a
-// release pushes (README, "Install with Helm").
+// release pushes (docs/install-helm.md, "Install with Helm").
 func TestMakeTestLintsAndPackagesTheChart(t *testing.T) {
 	// `make -n` still runs the lines that call $(MAKE) (hack/phase.sh with the sub-make): their phase times go to a
 	// file of this test, not to the bin/test-phases.txt of the `make test` that may be running this test.

@@ -253,9 +253,9 @@ func TestTheFluxHelmReleaseExampleAppliesToTheApiserver(t *testing.T) {
 	dryRun(t, env, ns, ex.oci, ex.ociHelmRelease)
 }
 
-// TestTheREADMELinksTheGitOpsInstallExamples: the install section points to both examples.
+// TestTheREADMELinksTheGitOpsInstallExamples: the README's install section points to both examples.
 func TestTheREADMELinksTheGitOpsInstallExamples(t *testing.T) {
-	section := readmeSection(t, "## Install in a cluster")
+	section := readmeSection(t, "## Install")
 	for _, f := range []string{"argocd-application.yaml", "flux-helmrelease.yaml"} {
 		require.FileExists(t, installExample(f))
 		require.Contains(t, section, "(examples/install/"+f+")")

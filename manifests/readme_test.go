@@ -25,12 +25,13 @@ var (
 	fromFlag   = regexp.MustCompile(`--from-(literal|file)=([^=\s]+)=("[^"]*"|\S+)`)
 )
 
-// readmeCreateCommands returns the create commands of the README's shell blocks, continuation lines joined.
+// readmeCreateCommands returns the create commands of the shell blocks of the README and its pages (userDocs),
+// continuation lines joined.
 func readmeCreateCommands(t *testing.T) []createCommand {
 	t.Helper()
 	var cmds []createCommand
 	var line string
-	for _, raw := range strings.Split(readFile(t, filepath.Join("..", "README.md")), "\n") {
+	for _, raw := range strings.Split(userDocs(t), "\n") {
 		raw = strings.TrimSpace(raw)
 		if strings.HasSuffix(raw, "\\") {
 			line += strings.TrimSuffix(raw, "\\") + " "

@@ -58,7 +58,7 @@ func (p *Policy) Warnings() []string {
 	}
 	if e, ok := p.firstGroupEntry(); ok {
 		out = append(out, e+" matches nobody: group: entries match Argo CD groups only with trustProxyGroups: true "+
-			"(read its caveat in the README's policy section), use user: entries otherwise")
+			"(read its caveat in docs/serve.md, \"Policy\"), use user: entries otherwise")
 	}
 	return out
 }

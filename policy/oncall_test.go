@@ -55,7 +55,7 @@ func TestPolicyWarnsAboutGroupsItCannotTrust(t *testing.T) {
 	}{
 		{"no group entry and no trust: no warning", `ackBy: ["user:alice"]`, nil},
 		{"a group entry without trustProxyGroups matches nobody", "silenceBy: [\"user:bob\"]\nrules: {argocd/hook-finalizer-stuck: {fixBy: [\"group:sre\"]}}",
-			[]string{`rules.argocd/hook-finalizer-stuck.fixBy entry "group:sre" matches nobody: group: entries match Argo CD groups only with trustProxyGroups: true (read its caveat in the README's policy section), use user: entries otherwise`}},
+			[]string{`rules.argocd/hook-finalizer-stuck.fixBy entry "group:sre" matches nobody: group: entries match Argo CD groups only with trustProxyGroups: true (read its caveat in docs/serve.md, "Policy"), use user: entries otherwise`}},
 		{"trusting groups warns about anonymous access", "trustProxyGroups: true\nsilenceBy: [\"group:sre\"]",
 			[]string{"trustProxyGroups is on: group: entries match the Argocd-User-Groups header argocd-server forwards, which a browser can set itself whenever its user's token has no groups claim (local users, SSO without groups, anonymous access with users.anonymous.enabled in argocd-cm): keep anonymous access off and give every user a groups claim, or turn trustProxyGroups off and use user: entries"}},
 	}

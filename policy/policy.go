@@ -158,7 +158,7 @@ func LoadPolicy(b []byte) (*Policy, error) {
 	p := DefaultPolicy()
 	var in Policy
 	if err := yaml.UnmarshalStrict(b, &in); err != nil {
-		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy, silenceAllBy, ackBy and trustProxyGroups; see the README's policy section)", err)
+		return nil, fmt.Errorf("%w (the fields are killSwitch, resolveAfter, defaults, rules, routes, silenceBy, silenceAllBy, ackBy and trustProxyGroups; see docs/serve.md, \"Policy\")", err)
 	}
 	p.KillSwitch = in.KillSwitch
 	if in.ResolveAfter != 0 {

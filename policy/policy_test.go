@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,8 +121,41 @@ func TestTheDocumentedExamplePolicyLoads(t *testing.T) {
 	p, err := LoadPolicyFile("../examples/policy.yaml")
 	require.NoError(t, err)
 	require.Equal(t, ModeAuto, p.For(syncmedic.RuleHookFinalizerStuck).Mode)
-	require.Equal(t, 1, p.For(syncmedic.RuleRetriesExhausted).RateLimit.Max)
-	require.Equal(t, Duration(time.Hour), p.For(syncmedic.RuleRetriesExhausted).RateLimit.Window, "unset fields come from the defaults")
+	require.Equal(t, 1, p.For(syncmedic.RuleHelmReleaseStaleStatus).RateLimit.Max)
+	require.Equal(t, Duration(time.Hour), p.For(syncmedic.RuleHelmReleaseStaleStatus).RateLimit.Window, "unset fields come from the defaults")
 	require.Equal(t, ModeOff, p.For(syncmedic.RuleWebhookNamespaceOwned).Mode)
 	require.Equal(t, ModeNotify, p.For(syncmedic.RuleOperationStuck).Mode)
+}
+
+// TestTheDocumentedPoliciesAutomateOnlyRulesThatRunUnattended: examples/policy.yaml and docs/serve.md's example set
+// `mode: auto` only on rules whose remedy may run unattended (a rule whose remedy is proposed only, such as
+// flux/retries-exhausted, would do nothing on auto), and `rerunHooks: true` wherever that remedy starts a sync.
+func TestTheDocumentedPoliciesAutomateOnlyRulesThatRunUnattended(t *testing.T) {
+	serveDoc, err := os.ReadFile("../docs/serve.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(serveDoc), "\n```yaml\nkillSwitch:")
+	require.True(t, ok, "docs/serve.md has no policy example (a yaml block starting with killSwitch:)")
+	block, _, _ = strings.Cut("killSwitch:"+block, "\n```")
+	example, err := os.ReadFile("../examples/policy.yaml")
+	require.NoError(t, err)
+	for name, doc := range map[string]string{"docs/serve.md": block, "examples/policy.yaml": string(example)} {
+		t.Run(name, func(t *testing.T) {
+			p, err := LoadPolicy([]byte(doc))
+			require.NoError(t, err)
+			autos := 0
+			for id, rp := range p.Rules {
+				if rp.Mode != ModeAuto {
+					continue
+				}
+				autos++
+				r, _ := syncmedic.LookupRule(id)
+				require.Contains(t, []syncmedic.Automatic{syncmedic.AutoSafe, syncmedic.AutoWithRerunHooks}, r.Automatic,
+					"%s sets %s to auto, whose remedy never runs unattended (%q)", name, id, r.Automatic)
+				if r.Automatic == syncmedic.AutoWithRerunHooks {
+					require.True(t, p.For(id).RerunHooks != nil && *p.For(id).RerunHooks, "%s sets %s to auto without rerunHooks: true", name, id)
+				}
+			}
+			require.NotZero(t, autos, "the example sets no rule to auto")
+		})
+	}
 }

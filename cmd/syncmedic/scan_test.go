@@ -14,7 +14,7 @@ import (
 	"github.com/syncmedic/syncmedic"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ and the generated sections of docs/ (make docs)")
 
 // judgedAt is a fixed instant so ages in the golden output do not move.
 const judgedAt = "2025-06-10T14:00:00Z"

@@ -58,7 +58,7 @@ func init() {
 var errNoFluxToken = errors.New("--flux-hmac-token-file is required: the Flux receiver (POST " + flux.EventsPath + ") accepts only events " +
 	"signed by a generic-hmac Provider. Put a random token in syncmedic's Secret (key flux-hmac-token) and the same one in the Secret " +
 	"syncmedic-flux-hmac (key token) in flux-system, apply manifests/flux (a generic-hmac Provider with secretRef syncmedic-flux-hmac; " +
-	"README, \"Flux\") and pass the token's file; without Flux, pass --flux=false; --flux-receiver-insecure-no-signature runs without it, for tests only")
+	"docs/install-kustomize.md, \"Sending Flux events to syncmedic\") and pass the token's file; without Flux, pass --flux=false; --flux-receiver-insecure-no-signature runs without it, for tests only")
 
 func startFlux(_ context.Context, d serveDeps, o *fluxOptions) (serveParts, error) {
 	log := d.Log.With("component", "flux")

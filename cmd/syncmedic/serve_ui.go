@@ -50,7 +50,7 @@ func startUI(d serveDeps, o *uiOptions) (serveParts, error) {
 	if o.proxyTokenFile != "" {
 		proxy, err := secretfile.Open("--proxy-token-file", o.proxyTokenFile)
 		if err != nil {
-			return serveParts{}, fmt.Errorf("%w: write a random token into it (openssl rand -hex 32) and the same into argocd-secret (the README's Argo CD extension section)", err)
+			return serveParts{}, fmt.Errorf("%w: write a random token into it (openssl rand -hex 32) and the same into argocd-secret (docs/install-kustomize.md, \"Seeing incidents\")", err)
 		}
 		uo.ProxyTokenSource = func() []byte { return []byte(proxy.Value()) }
 	} else {

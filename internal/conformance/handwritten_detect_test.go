@@ -32,7 +32,7 @@ var namedWriters = map[string]bool{
 
 // standIns are the harness's functions that play a component the test environment lacks, by "dir.Name": their own
 // writes carry a marker, but calling them is not a hand-written state. The only one is the kubelet (the
-// apiservers run no kubelet; README, "What is real"): it moves a Pod to the phase the test decides, and the real
+// apiservers run no kubelet; docs/development.md, "What is real"): it moves a Pod to the phase the test decides, and the real
 // kube-controller-manager and Argo CD controllers take it from there.
 var standIns = map[string]bool{
 	"internal/testenv.setPodPhase": true,

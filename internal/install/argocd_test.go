@@ -293,7 +293,7 @@ func checkIncidentStillOpen(t *testing.T, n *testenv.Node, app string, ops []str
 	require.Contains(t, said[0], "SyncmedicIncidentOpened")
 }
 
-// kustomizeExtensionSide is syncmedic's side of the extension with kustomize, as the README's "Seeing incidents"
+// kustomizeExtensionSide is syncmedic's side of the extension with kustomize, as docs/install-kustomize.md, "Seeing incidents",
 // says: components/argocd-extension/syncmedic in syncmedic's kustomization, here an overlay of manifests/base that
 // also carries the policy in force (checkStuckHookAnnounced's), as a user's overlay carries theirs; applied with
 // --force-conflicts since the test, not kubectl, wrote the policy last.

@@ -87,13 +87,18 @@ func importSyncmedicImage(t *testing.T, n *testenv.Node) {
 	imported[n] = true
 }
 
-// readmeBlock returns the nth (from 1) ```sh block after the README line heading.
+// readmeBlock returns the nth (from 1) ```sh block after the line heading of the README's install pages
+// (docs/install-kustomize.md, docs/install-helm.md, the pages the README sends users to install with).
 func readmeBlock(t *testing.T, heading string, nth int) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
-	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	require.True(t, ok, "no README heading %q", heading)
+	var docs strings.Builder
+	for _, page := range []string{"install-kustomize.md", "install-helm.md"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", page))
+		require.NoError(t, err)
+		docs.Write(b)
+	}
+	_, after, ok := strings.Cut(docs.String(), "\n"+heading+"\n")
+	require.True(t, ok, "no heading %q in docs/install-kustomize.md or docs/install-helm.md", heading)
 	var block string
 	for i := 0; i < nth; i++ {
 		_, after, ok = strings.Cut(after, "```sh\n")

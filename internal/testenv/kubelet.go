@@ -134,7 +134,7 @@ func setPodPhase(ctx context.Context, e *Env, namespace, name string, phase core
 		if pod.Status.Phase != corev1.PodRunning && phase != corev1.PodRunning && phase != corev1.PodPending {
 			// A kubelet reports the container running before it reports it exited.
 			markPod(pod, corev1.PodRunning)
-			// hand-written state: the kubelet stand-in (no kubelet runs: README, "What is real") reports the container
+			// hand-written state: the kubelet stand-in (no kubelet runs: docs/development.md, "What is real") reports the container
 			// running first.
 			if pod, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 				return err
