@@ -65,7 +65,8 @@ func helmWithSlackTestServer(t *testing.T, block, slackURL string) string {
 // (argocd.tls.mode=ca against Argo CD's own certificate) — here also on Slack, in the README's channel, through the
 // Slack test server —, Flux's signed events accepted through the Service, the extension and the incident page
 // served through argocd-server with the chart's incidentAPI.enabled (the README's Helm line of "Seeing incidents"),
-// the incident still the one open and its thread the only one, and nothing left after the README's Helm uninstall.
+// the incident still the one open and its thread the only one, and nothing left after the README's Helm uninstall;
+// then the installs for one tool (checkOneToolInstallsWithHelm).
 func TestHelmInstallOnTheRealNode(t *testing.T) {
 	n := testenv.RealNode(t)
 	importSyncmedicImage(t, n)
@@ -92,4 +93,5 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	require.Len(t, slack.Roots(), 1, "still one thread: %s", slack.Summary())
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 2)))
 	checkNothingLeft(t, n)
+	checkOneToolInstallsWithHelm(t, n, work)
 }

@@ -81,10 +81,13 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	importSyncmedicImage(t, n)
 	n.InstallFlux(t)
 	n.InstallArgoCD(t)
-	// The README's argocd/kustomization.yaml: install.yaml with the manifests/argocd-cmp component (the sidecar)
-	// and manifests/components/argocd-account (serve's account).
-	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
+	// The plugin alone first (docs/one-tool-installs.md): it renders, and brings no account. Then the README's
+	// argocd/kustomization.yaml: install.yaml with the manifests/argocd-cmp component (the sidecar) and
+	// manifests/components/argocd-account (serve's account).
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"))
 	checkCMPRenders(t, n)
+	checkPluginOnly(t, n)
+	n.ApplyArgoCD(t, filepath.Join(repoRoot(t), "manifests", "argocd-cmp"), filepath.Join(repoRoot(t), "manifests", "components", "argocd-account"))
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
 	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)
