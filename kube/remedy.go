@@ -78,7 +78,7 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 	if _, err := wfs.Patch(ctx, key.Name, types.MergePatchType, []byte(ForceFinalizerRemovalPatch), metav1.PatchOptions{}); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):
-			err = syncmedic.Permanent(fmt.Errorf("patching Workflow %s: syncmedic's account needs `patch` on workflows.argoproj.io (manifests/base/clusterrole.yaml): %w", key, err))
+			err = syncmedic.Permanent(fmt.Errorf("patching Workflow %s: syncmedic's account needs `patch` on workflows.argoproj.io, which the install grants only on request: the component manifests/components/workflows-remedy, or the chart's workflowsRemedy.enabled=true: %w", key, err))
 		case apierrors.IsInvalid(err):
 			err = syncmedic.Permanent(fmt.Errorf("patching Workflow %s: %w", key, err))
 		default:

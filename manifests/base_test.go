@@ -92,7 +92,6 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"list", "", "events", "flux-system", ""},
 		{"list", "batch", "jobs", "", ""},
 		{"watch", "argoproj.io", "workflows", "", ""},
-		{"patch", "argoproj.io", "workflows", "ci", "build-1"},
 		{"list", "", "persistentvolumeclaims", "", ""},
 		{"list", "", "services", "", ""},
 		{"watch", "", "namespaces", "", ""},
@@ -120,6 +119,8 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"delete", "kustomize.toolkit.fluxcd.io", "kustomizations", "flux-system", "apps"},
 		{"update", "kustomize.toolkit.fluxcd.io", "kustomizations/status", "flux-system", "apps"},
 		{"delete", "argoproj.io", "workflows", "ci", "build-1"},
+		// The Workflows remedy's write is opt-in (components/workflows-remedy).
+		{"patch", "argoproj.io", "workflows", "ci", "build-1"},
 		{"patch", "argoproj.io", "applications", "argocd", "shop"},
 		{"update", "", "configmaps", "argocd", "argocd-cm"},
 		{"update", "coordination.k8s.io", "leases", "kube-system", "kube-controller-manager"},

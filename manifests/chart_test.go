@@ -475,6 +475,7 @@ var everything = []string{
 	"ingress.enabled=true", "ingress.className=nginx", "ingress.host=syncmedic.example.com",
 	"ingress.tls[0].secretName=syncmedic-tls", "ingress.tls[0].hosts[0]=syncmedic.example.com",
 	"global.imageRegistry=registry.example.com",
+	"workflowsRemedy.enabled=true",
 }
 
 // TestChartAppliesToTheApiserver validates the rendered objects with a server-side dry-run apply against a real
