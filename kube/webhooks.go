@@ -82,7 +82,7 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 			if now.Sub(from.Since) < th.WebhookBackend {
 				continue
 			}
-			dated := from.Evidence
+			dated := "from " + from.Evidence
 			if down.Since.IsZero() {
 				dated = "unknown (a dump does not say when the Service went): dated from the webhook configuration's creation, the earliest it can have begun"
 				if first, ok := firstFailure[w.name]; ok && first.At.After(from.Since) {
@@ -107,7 +107,7 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},
 				{Field: "backend", Value: problem, Since: timePtr(since)},
-				{Field: "since", Value: since.UTC().Format(time.RFC3339) + ", from " + dated, Since: timePtr(since)},
+				{Field: "since", Value: since.UTC().Format(time.RFC3339) + ", " + dated, Since: timePtr(since)},
 				namespaceEvidence(inv, w.svcNamespace, nsText),
 			}
 			f.Remedy = webhookRemedy(cfg, w, nsGoing)
