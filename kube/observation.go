@@ -28,8 +28,8 @@ type Inventory struct {
 	// them to say whether a backend's (or an owner's) Namespace still exists or is Terminating.
 	Namespaces      []*unstructured.Unstructured
 	NamespacesKnown bool
-	// Pods are v1 Pods, as a dump holds them (the live scanner does not watch Pods): the webhook rule dates a
-	// Service without ready endpoints from the readiness of the Pods its selector picks.
+	// Pods are v1 Pods from a dump (the snapshot reader keeps those not Ready; the live scanner does not watch Pods):
+	// the webhook rule dates a Service without ready endpoints from the readiness of the Pods its selector picks.
 	Pods []*unstructured.Unstructured
 	// Workflows are argoproj.io/v1alpha1 Workflows.
 	Workflows []*unstructured.Unstructured

@@ -299,7 +299,6 @@ func (s *Scanner) trackBackends(inv Inventory, now time.Time) map[string]Backend
 	}
 	for _, key := range up {
 		s.seenUp[key] = now
-		delete(s.downSince, key)
 	}
 	for key := range s.downSince {
 		if _, ok := down[key]; !ok {
