@@ -72,8 +72,8 @@ func NextThreshold(inv Inventory, now time.Time, th Thresholds) time.Time {
 			if w.failurePolicy != "Fail" || w.svcName == "" || !inv.ServicesKnown {
 				continue
 			}
-			if p, since := backendProblem(inv, services, w.svcNamespace+"/"+w.svcName); p != "" && since.After(created) {
-				consider(since.Add(th.WebhookBackend))
+			if p, down := backendProblem(inv, services, w.svcNamespace+"/"+w.svcName); p != "" && down.Since.After(created) {
+				consider(down.Since.Add(th.WebhookBackend))
 			}
 		}
 	}

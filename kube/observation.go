@@ -28,12 +28,16 @@ type Inventory struct {
 	// them to say whether a backend's (or an owner's) Namespace still exists or is Terminating.
 	Namespaces      []*unstructured.Unstructured
 	NamespacesKnown bool
+	// Pods are v1 Pods from a dump (the snapshot reader keeps those not Ready; the live scanner does not watch Pods):
+	// the webhook rule dates a Service without ready endpoints from the readiness of the Pods its selector picks.
+	Pods []*unstructured.Unstructured
 	// Workflows are argoproj.io/v1alpha1 Workflows.
 	Workflows []*unstructured.Unstructured
 	// BackendDownSince says, by Service ("namespace/name"), since when a live source has seen a webhook's backend
-	// missing or without ready endpoints (it keeps the map across evaluations and drops recovered entries). A source
-	// without history (a dump) leaves it empty, and the rule dates the problem from the objects' own timestamps.
-	BackendDownSince map[string]time.Time
+	// missing or without ready endpoints, and from what (it keeps the map across evaluations and drops recovered
+	// entries). A source without history (a dump) leaves it empty, and the rule dates the problem from the objects'
+	// own timestamps.
+	BackendDownSince map[string]BackendDown
 	// ArgoCDRulesRun is true when the argocd rules judge this cluster's Argo CD hooks and Applications (the source
 	// also reads the Argo CD instance that manages them): kube/stuck-terminating then leaves Argo CD's own finalizers
 	// to them (argoCDRuleFor). When false no argocd rule sees those objects, and stuck-terminating reports them too.

@@ -157,7 +157,7 @@ func TestEvaluate(t *testing.T) {
 				w := obj(t, knativeWebhook)
 				w.SetOwnerReferences(nil)
 				return Inventory{WebhookConfigurations: []*unstructured.Unstructured{w}, ServicesKnown: true, EndpointsKnown: true,
-					BackendDownSince: map[string]time.Time{"knative-serving/webhook": now.Add(-5 * time.Second)}}
+					BackendDownSince: map[string]BackendDown{"knative-serving/webhook": {Since: now.Add(-5 * time.Second), Evidence: "first seen down by this scanner"}}}
 			},
 		},
 		{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -79,7 +80,8 @@ type Scanner struct {
 	dirty   chan struct{}
 	synced  atomic.Bool
 
-	downSince map[string]time.Time // webhook backends seen down, by Service (trackBackends)
+	downSince map[string]BackendDown // webhook backends seen down, by Service (trackBackends)
+	seenUp    map[string]time.Time   // when each webhook backend was last seen up, by Service (trackBackends)
 }
 
 var _ syncmedic.Source = (*Scanner)(nil)
@@ -285,28 +287,45 @@ func (s *Scanner) Run(ctx context.Context, sink syncmedic.Sink) error {
 	}
 }
 
-// trackBackends records since when each webhook backend has been down, as seen by this scanner, and forgets the
-// ones that recovered: a rollout that leaves a webhook without ready endpoints for a few seconds starts its own clock
-// instead of inheriting the configuration's age. Evaluations run one at a time, so no lock is needed.
-func (s *Scanner) trackBackends(inv Inventory, now time.Time) map[string]time.Time {
-	down := BackendsDown(inv)
+// trackBackends records since when each webhook backend has been down, and forgets the ones that recovered, so a
+// rollout that leaves a webhook without ready endpoints for a few seconds starts its own clock instead of inheriting
+// the configuration's age. A backend this scanner saw up is dated from the evaluation that first saw it down; one
+// that was down when the scanner first looked, from its objects' own evidence (BackendsDown), else from then.
+// Evaluations run one at a time, so no lock is needed.
+func (s *Scanner) trackBackends(inv Inventory, now time.Time) map[string]BackendDown {
+	down, up := BackendsDown(inv)
 	if s.downSince == nil {
-		s.downSince = map[string]time.Time{}
+		s.downSince, s.seenUp = map[string]BackendDown{}, map[string]time.Time{}
+	}
+	for _, key := range up {
+		s.seenUp[key] = now
 	}
 	for key := range s.downSince {
 		if _, ok := down[key]; !ok {
-			delete(s.downSince, key)
+			delete(s.downSince, key) // no longer called by a failing-closed webhook, or no longer listed
 		}
 	}
-	for key, since := range down {
-		if _, ok := s.downSince[key]; !ok {
-			if since.IsZero() || since.After(now) {
-				since = now // first seen now: a missing Service does not say when it went
-			}
-			s.downSince[key] = since
+	for key := range s.seenUp {
+		if _, ok := down[key]; !ok && !slices.Contains(up, key) {
+			delete(s.seenUp, key)
 		}
 	}
-	out := make(map[string]time.Time, len(s.downSince))
+	for key, evidence := range down {
+		if _, ok := s.downSince[key]; ok {
+			continue
+		}
+		at := now.UTC().Format(time.RFC3339)
+		switch lastUp, wasUp := s.seenUp[key]; {
+		case wasUp:
+			evidence = BackendDown{Since: now, Evidence: "first seen down by this scanner at " + at +
+				" (up at its evaluation of " + lastUp.UTC().Format(time.RFC3339) + ")"}
+		case evidence.Since.IsZero() || evidence.Since.After(now):
+			evidence = BackendDown{Since: now, Evidence: "first seen down by this scanner at " + at +
+				" (down when it started watching; nothing older dates it)"}
+		}
+		s.downSince[key] = evidence
+	}
+	out := make(map[string]BackendDown, len(s.downSince))
 	for k, v := range s.downSince {
 		out[k] = v
 	}

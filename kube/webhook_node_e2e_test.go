@@ -43,7 +43,8 @@ func (b nodeBackend) create(t *testing.T, image string, certPEM, keyPEM []byte) 
 	require.NoError(t, b.env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backend-tls", Namespace: b.ns},
 		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}}))
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz",
-		Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1}
+		Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1,
+		InitialDelaySeconds: 3} // a new Pod stays unready for 3 s at least: the scanner evaluates during every restart
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: nodeBackendName, Namespace: b.ns},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
@@ -108,7 +109,12 @@ func pemKeyPair(t *testing.T, der [][]byte, key any) (certPEM, keyPEM []byte) {
 //   - rolled out (strategy Recreate: the old Pod goes before the new one is ready, the Service without a ready
 //     endpoint meanwhile): a near miss, not reported within the threshold, though the configuration was read;
 //   - scaled to zero: writes fail ("failed calling webhook"), and once the threshold has passed since the
-//     EndpointSlice changed, kube/webhook-backend-missing is reported about this configuration, and nothing else.
+//     EndpointSlice changed, kube/webhook-backend-missing is reported about this configuration, and nothing else;
+//   - scaled back up, its Pod deleted: a near miss while the ReplicaSet replaces it (an evaluation runs while the
+//     Service has no ready endpoint), and nothing once the new Pod is ready;
+//   - its Deployment deleted: nothing before the threshold, then exactly kube/webhook-backend-missing about this
+//     configuration, dated from when the scanner first saw the backend down (not the configuration's age nor the
+//     earlier outage), and saying so.
 //
 // It is the package's only test on the node, and parallel so that it runs after the package's other tests: in
 // `make test` another package holds the machine's one node when this one starts, and the other tests need not wait.
@@ -189,6 +195,7 @@ func TestWebhookBackendPodOnTheRealNode(t *testing.T) {
 		t.Logf("rollout: no ready endpoint for %s", back)
 	})
 
+	var scaledDown time.Time // when the scale to zero's finding dates the outage from
 	t.Run("scaled to zero, its configuration alone is reported after the threshold", func(t *testing.T) {
 		backend.patch(t, `{"spec":{"replicas":0}}`)
 		down := time.Now()
@@ -217,5 +224,82 @@ func TestWebhookBackendPodOnTheRealNode(t *testing.T) {
 		}
 		require.ElementsMatch(t, []string{string(syncmedic.RuleWebhookBackendMissing) + " " + cfg.Name,
 			string(syncmedic.RuleWebhookNamespaceOwned) + " " + cfg.Name}, all, "exactly this configuration, and nothing else")
+		scaledDown = f.Since
 	})
+
+	t.Run("scaled back up, its Pod deleted: silent while the ReplicaSet replaces it, though evaluated meanwhile", func(t *testing.T) {
+		backend.patch(t, `{"spec":{"replicas":1}}`)
+		require.Eventually(t, func() bool { return backend.readyEndpoints(t) == 1 }, 2*time.Minute, 100*time.Millisecond, "the backend is back")
+		fs := evaluatedAfter(t, time.Now())
+		require.Empty(t, missing(fs), "a backend with a ready endpoint is not reported: %v", fs)
+
+		pods, err := env.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + nodeBackendName})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, 1, "one backend Pod")
+		require.NoError(t, env.Clientset.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}))
+		deleted := time.Now()
+		require.Eventually(t, func() bool { return backend.readyEndpoints(t) == 0 }, time.Minute, 20*time.Millisecond,
+			"the deleted Pod leaves the Service without a ready endpoint")
+		fs = evaluatedAfter(t, time.Now())
+		require.Zero(t, backend.readyEndpoints(t), "the evaluation ran while the Service had no ready endpoint (the replacement was ready too soon)")
+		require.Len(t, webhookFindings(fs, syncmedic.RuleWebhookNamespaceOwned, cfg.Name), 1, "the scanner read the configuration during the restart: %v", fs)
+		require.Empty(t, missing(fs), "reported during the restart")
+
+		require.Eventually(t, func() bool { return backend.readyEndpoints(t) == 1 }, 2*time.Minute, 100*time.Millisecond, "the replacement Pod becomes ready")
+		back := time.Since(deleted)
+		require.Less(t, back, threshold, "the restart must end within the threshold for this near miss")
+		require.Eventually(t, func() bool { return time.Since(deleted) > threshold+2*time.Second }, 2*threshold, 100*time.Millisecond)
+		fs = evaluatedAfter(t, time.Now())
+		require.Len(t, webhookFindings(fs, syncmedic.RuleWebhookNamespaceOwned, cfg.Name), 1, "the scanner read the configuration after the restart: %v", fs)
+		for _, all := range sink.since(deleted) {
+			require.Empty(t, missing(all), "a Pod restart shorter than the threshold (ready again after %s) was reported", back)
+		}
+		t.Logf("Pod restart: ready again after %s", back)
+	})
+
+	t.Run("its Deployment deleted: reported after the threshold, dated from when the scanner first saw it down", func(t *testing.T) {
+		require.NoError(t, env.Clientset.AppsV1().Deployments(ns).Delete(ctx, nodeBackendName, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+		deleted := time.Now()
+		require.Eventually(t, func() bool { return backend.readyEndpoints(t) == 0 }, time.Minute, 20*time.Millisecond,
+			"the garbage collector deletes the Pod, and the Service has no ready endpoint")
+		down := time.Now()
+		for time.Since(deleted) < threshold/2 {
+			fs := evaluatedAfter(t, time.Now())
+			require.Len(t, webhookFindings(fs, syncmedic.RuleWebhookNamespaceOwned, cfg.Name), 1, "the scanner read the configuration: %v", fs)
+			require.Empty(t, missing(fs), "reported before the threshold")
+			time.Sleep(time.Second)
+		}
+		var got, last []syncmedic.Finding
+		for deadline := time.Now().Add(3 * threshold); len(got) == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
+			last = evaluatedAfter(t, time.Now())
+			got = missing(last)
+		}
+		require.Len(t, got, 1, "reported once the threshold has passed")
+		f := got[0]
+		require.GreaterOrEqual(t, time.Since(deleted), threshold, "not before the threshold")
+		require.False(t, f.Since.Before(deleted), "dated from this outage (%s), not the configuration's creation (%s) nor the scale to zero's (%s)", f.Since, cfg.CreationTimestamp.Time, scaledDown)
+		require.False(t, f.Since.After(down.Add(2*time.Second)), "dated from when the scanner first saw it down (%s), around %s", f.Since, down)
+		since, ok := findingEvidence(f, "since")
+		require.True(t, ok, "the finding says since when: %v", f.Evidence)
+		at := f.Since.UTC().Format(time.RFC3339)
+		require.True(t, strings.HasPrefix(since.Value, at+", from first seen down by this scanner at "+at+" (up at its evaluation of "),
+			"the finding names its evidence: %q", since.Value)
+		require.Contains(t, f.Summary, "Service "+ns+"/"+nodeBackendName+" has no ready endpoints")
+		var all []string
+		for _, x := range last {
+			all = append(all, string(x.Rule)+" "+x.Object.Name)
+		}
+		require.ElementsMatch(t, []string{string(syncmedic.RuleWebhookBackendMissing) + " " + cfg.Name,
+			string(syncmedic.RuleWebhookNamespaceOwned) + " " + cfg.Name}, all, "exactly this configuration, and nothing else")
+	})
+}
+
+// findingEvidence is f's evidence named field, if it has one.
+func findingEvidence(f syncmedic.Finding, field string) (syncmedic.Evidence, bool) {
+	for _, e := range f.Evidence {
+		if e.Field == field {
+			return e, true
+		}
+	}
+	return syncmedic.Evidence{}, false
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/syncmedic/syncmedic"
 )
@@ -66,28 +68,28 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				continue
 			}
 			svcKey := w.svcNamespace + "/" + w.svcName
-			problem, since := backendProblem(inv, services, svcKey)
+			problem, down := backendProblem(inv, services, svcKey)
 			if problem == "" {
 				continue
 			}
 			// A configuration installed before its backend gets the same grace. A missing Service in a dump does
 			// not say when it went: the configuration's creation is then the earliest the problem can have begun,
 			// and the finding is dated from it and says so.
-			from := since
-			if created := cfg.GetCreationTimestamp().Time; created.After(from) {
-				from = created
+			from := down
+			if created := cfg.GetCreationTimestamp().Time; created.After(from.Since) {
+				from = BackendDown{Since: created, Evidence: cfg.GetKind() + " " + cfg.GetName() + " created (after the backend went down)"}
 			}
-			if now.Sub(from) < th.WebhookBackend {
+			if now.Sub(from.Since) < th.WebhookBackend {
 				continue
 			}
-			undated := ""
-			if since.IsZero() {
-				since, undated = from, "unknown (a dump does not say when the Service went): dated from the webhook configuration's creation, the earliest it can have begun"
-				if first, ok := firstFailure[w.name]; ok {
-					since, undated = first.At, "unknown (a dump does not say when the Service went): dated from the first failed call ("+first.Source+"), when it was down at the latest"
+			dated := "from " + from.Evidence
+			if down.Since.IsZero() {
+				dated = "unknown (a dump does not say when the Service went): dated from the webhook configuration's creation, the earliest it can have begun"
+				if first, ok := firstFailure[w.name]; ok && first.At.After(from.Since) {
+					from.Since, dated = first.At, "unknown (a dump does not say when the Service went): dated from the first failed call ("+first.Source+"), when it was down at the latest"
 				}
 			}
-			since = maxTime(since, from)
+			since := from.Since
 			where := w.name
 			if w.name != cfg.GetName() {
 				where += " (" + cfg.GetKind() + " " + cfg.GetName() + ")"
@@ -105,10 +107,8 @@ func WebhookBackendMissing(inv Inventory, now time.Time, th Thresholds) []syncme
 				{Field: "webhooks[" + w.name + "].failurePolicy", Value: w.failurePolicy},
 				{Field: "webhooks[" + w.name + "].clientConfig.service", Value: svcKey},
 				{Field: "backend", Value: problem, Since: timePtr(since)},
+				{Field: "since", Value: since.UTC().Format(time.RFC3339) + ", " + dated, Since: timePtr(since)},
 				namespaceEvidence(inv, w.svcNamespace, nsText),
-			}
-			if undated != "" {
-				f.Evidence = append(f.Evidence, syncmedic.Evidence{Field: "since", Value: undated})
 			}
 			f.Remedy = webhookRemedy(cfg, w, nsGoing)
 			reported[w.name] = len(out)
@@ -193,62 +193,124 @@ func webhookRemedy(cfg *unstructured.Unstructured, w webhook, nsGoing bool) sync
 	}
 }
 
+// BackendDown is since when a webhook's backend has been missing or without ready endpoints, and what says so.
+type BackendDown struct {
+	// Since is the latest moment the evidence shows the backend still up (zero when nothing dates it: a Service
+	// missing from a dump).
+	Since time.Time
+	// Evidence names where Since comes from, for the finding ("Pod apps/web-1: Ready condition False since …").
+	Evidence string
+}
+
+// later is d, or o when o dates the outage later: the latest evidence that the backend was last up wins.
+func (d BackendDown) later(o BackendDown) BackendDown {
+	if o.Since.After(d.Since) {
+		return o
+	}
+	return d
+}
+
 // backendProblem says what is wrong with the Service svcKey ("namespace/name") a webhook calls ("" when it has
 // ready endpoints, or when endpoints were not listed) and since when: BackendDownSince when the source tracked it,
-// else, for a Service without ready endpoints, the latest of its creation and its EndpointSlices' (or Endpoints')
-// last change (lastChange); for a missing Service the zero time (a dump cannot tell when it was deleted; the
-// configuration's creation then dates it).
-func backendProblem(inv Inventory, services map[string]*unstructured.Unstructured, svcKey string) (string, time.Time) {
+// else, for a Service without ready endpoints, the latest evidence that it was last up — its creation, its
+// EndpointSlices' (or Endpoints') last change (lastChange) and its Pods' readiness (podLastReady); for a missing
+// Service nothing (a dump cannot tell when it was deleted; the configuration's creation then dates it).
+func backendProblem(inv Inventory, services map[string]*unstructured.Unstructured, svcKey string) (string, BackendDown) {
 	ns, name, _ := strings.Cut(svcKey, "/")
 	svc, ok := services[svcKey]
 	var problem string
-	var since time.Time
+	var down BackendDown
 	switch {
 	case !ok:
 		problem = "Service " + svcKey + " does not exist"
 	case inv.EndpointsKnown && !hasReadyEndpoints(inv, ns, name):
 		problem = "Service " + svcKey + " has no ready endpoints"
-		since = svc.GetCreationTimestamp().Time
+		down = BackendDown{Since: svc.GetCreationTimestamp().Time, Evidence: "Service " + svcKey + " created"}
 		for _, group := range [][]*unstructured.Unstructured{inv.EndpointSlices, inv.Endpoints} {
 			for _, e := range group {
 				if e.GetNamespace() != ns || (e.GetName() != name && e.GetLabels()[discoveryServiceLabel] != name) {
 					continue
 				}
-				if t := lastChange(e); t.After(since) {
-					since = t
-				}
+				down = down.later(lastChange(e))
 			}
 		}
+		for _, p := range selectedPods(inv, svc) {
+			down = down.later(podLastReady(p))
+		}
 	default:
-		return "", time.Time{}
+		return "", BackendDown{}
 	}
-	if t, ok := inv.BackendDownSince[svcKey]; ok {
-		since = t
+	if d, ok := inv.BackendDownSince[svcKey]; ok {
+		down = d
 	}
-	return problem, since
+	return problem, down
 }
 
 // discoveryServiceLabel links an EndpointSlice to its Service.
 const discoveryServiceLabel = "kubernetes.io/service-name"
 
 // lastChange is when an EndpointSlice or Endpoints object last changed: the latest of its last write (the newest
-// metadata.managedFields time, which a live source keeps), the endpoints controller's
+// metadata.managedFields time, which a live source and the snapshot reader keep), the endpoints controller's
 // endpoints.kubernetes.io/last-change-trigger-time annotation and its creation. The annotation alone is not enough:
 // the controller deletes it when no Pod's Ready transition triggered the change — a rollout that deletes the only
 // ready Pod — and sets it to the Service's creation after it restarts (k8s.io/endpointslice TriggerTimeTracker), so
 // the creation of an old slice would date a backend that went down seconds ago from long ago. A slice that shows no
 // ready endpoint has shown that since its last write, so the write dates the outage no earlier than it began.
-func lastChange(o *unstructured.Unstructured) time.Time {
-	at := o.GetCreationTimestamp().Time
-	if v := o.GetAnnotations()["endpoints.kubernetes.io/last-change-trigger-time"]; v != "" {
-		if t, err := time.Parse(time.RFC3339, v); err == nil && t.After(at) {
-			at = t
+func lastChange(o *unstructured.Unstructured) BackendDown {
+	what := o.GetKind() + " " + nsName(o)
+	at := BackendDown{Since: o.GetCreationTimestamp().Time, Evidence: what + " created"}
+	if v := o.GetAnnotations()[corev1.EndpointsLastChangeTriggerTime]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			at = at.later(BackendDown{Since: t, Evidence: what + ": annotation " + corev1.EndpointsLastChangeTriggerTime + " (a Pod's last readiness change)"})
 		}
 	}
-	if t := LastWrite(o); t.After(at) {
-		at = t
+	return at.later(BackendDown{Since: LastWrite(o), Evidence: what + " last written (metadata.managedFields)"})
+}
+
+// selectedPods are the Pods of inv (a dump's; the live scanner does not watch Pods) that svc's selector picks.
+func selectedPods(inv Inventory, svc *unstructured.Unstructured) []*unstructured.Unstructured {
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	if len(sel) == 0 {
+		return nil // a Service without a selector has hand-written endpoints: no Pod says anything about it
 	}
-	return at
+	var out []*unstructured.Unstructured
+	for _, p := range inv.Pods {
+		if p.GetNamespace() == svc.GetNamespace() && labels.SelectorFromSet(sel).Matches(labels.Set(p.GetLabels())) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podLastReady is the latest moment Pod p shows that the backend was up: for a Pod deleted while Ready, when its
+// deletion was asked for (deletionTimestamp minus deletionGracePeriodSeconds: the endpoints controller takes a
+// terminating Pod out of service then); else its Ready condition's last transition (a restarted container, a new
+// Pod's first status); for a Pod without a Ready condition yet (not scheduled, or no status written), its creation,
+// as the replacement of the Pod that was serving.
+func podLastReady(p *unstructured.Unstructured) BackendDown {
+	what := "Pod " + nsName(p)
+	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]interface{})
+		if m["type"] != string(corev1.PodReady) {
+			continue
+		}
+		status, _ := m["status"].(string)
+		if dt := p.GetDeletionTimestamp(); dt != nil && status == string(corev1.ConditionTrue) {
+			at := dt.Time
+			if g := p.GetDeletionGracePeriodSeconds(); g != nil {
+				at = at.Add(-time.Duration(*g) * time.Second)
+			}
+			return BackendDown{Since: at, Evidence: what + " deleted while Ready (metadata.deletionTimestamp − deletionGracePeriodSeconds)"}
+		}
+		s, _ := m["lastTransitionTime"].(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return BackendDown{}
+		}
+		return BackendDown{Since: t, Evidence: what + ": Ready condition " + status + " since then (status.conditions lastTransitionTime)"}
+	}
+	return BackendDown{Since: p.GetCreationTimestamp().Time, Evidence: what + " created, not ready yet (no Ready condition)"}
 }
 
 // LastWrite is the newest time in o's metadata.managedFields: when a manager last changed it (zero without them).
@@ -263,14 +325,15 @@ func LastWrite(o *unstructured.Unstructured) time.Time {
 }
 
 // BackendsDown returns the Services ("namespace/name") that webhooks with failurePolicy Fail call and that are
-// missing or without ready endpoints in inv, with the time their own objects date the problem from (zero for a
-// missing Service): what a live source tracks in Inventory.BackendDownSince.
-func BackendsDown(inv Inventory) map[string]time.Time {
+// missing or without ready endpoints in inv, with the evidence their own objects date the problem from (zero for a
+// missing Service), and the Services such webhooks call that are up: what a live source tracks in
+// Inventory.BackendDownSince.
+func BackendsDown(inv Inventory) (down map[string]BackendDown, up []string) {
 	if !inv.ServicesKnown {
-		return nil
+		return nil, nil
 	}
 	services := index(inv.Services)
-	down := map[string]time.Time{}
+	down = map[string]BackendDown{}
 	for _, cfg := range inv.WebhookConfigurations {
 		for _, w := range webhooks(cfg) {
 			if w.failurePolicy != "Fail" || w.svcName == "" {
@@ -278,19 +341,14 @@ func BackendsDown(inv Inventory) map[string]time.Time {
 			}
 			key := w.svcNamespace + "/" + w.svcName
 			if p, since := backendProblem(Inventory{Services: inv.Services, EndpointsKnown: inv.EndpointsKnown,
-				EndpointSlices: inv.EndpointSlices, Endpoints: inv.Endpoints}, services, key); p != "" {
+				EndpointSlices: inv.EndpointSlices, Endpoints: inv.Endpoints, Pods: inv.Pods}, services, key); p != "" {
 				down[key] = since
+			} else if inv.EndpointsKnown {
+				up = append(up, key)
 			}
 		}
 	}
-	return down
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	return down, up
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"time"
 
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,8 +26,9 @@ const (
 )
 
 // keep reports whether a rule reads u: every object of a used kind, the Flux CRD, the two Deployments that give
-// the versions, the workloads kustomize-controller applied (their readiness), and any other object that is terminating (kube/stuck-terminating) or is a hook (the Argo CD hook
-// rules). Observe reads nothing else, so dropping the rest changes no finding.
+// the versions, the workloads kustomize-controller applied (their readiness), the Pods that are not Ready (what
+// dates a webhook backend's outage), and any other object that is terminating (kube/stuck-terminating) or is a hook
+// (the Argo CD hook rules). Observe reads nothing else, so dropping the rest changes no finding.
 func keep(u *unstructured.Unstructured) bool {
 	gk := u.GroupVersionKind().GroupKind()
 	switch {
@@ -47,6 +49,10 @@ func keep(u *unstructured.Unstructured) bool {
 	case gk == gkEvent:
 		if kind, _, _ := unstructured.NestedString(u.Object, "involvedObject", "kind"); kind == flux.KustomizationKind {
 			return true // flux/kustomization-deletion-stuck's evidence
+		}
+	case gk == gkPod:
+		if podReadyStatus(u) != "True" {
+			return true // kube/webhook-backend-missing dates a Service without ready endpoints from such Pods
 		}
 	}
 	if workloadKinds[gk] && isKustomizationApplied(u) {
@@ -102,6 +108,9 @@ func mayKeep(gk schema.GroupKind, raw []byte) bool {
 		return true
 	}
 	switch gk {
+	case gkPod: // keep reads a Pod whose Ready condition is absent, False or Unknown
+		return !bytes.Contains(raw, []byte("Ready")) || bytes.Contains(raw, []byte("False")) ||
+			bytes.Contains(raw, []byte("false")) || bytes.Contains(raw, []byte("FALSE")) || bytes.Contains(raw, []byte("Unknown"))
 	case gkCRD:
 		return bytes.Contains(raw, []byte(flux.CRDName))
 	case gkSecret:
@@ -132,14 +141,78 @@ func isHelmStorage(u *unstructured.Unstructured) bool {
 	return t == flux.HelmStorageSecretType
 }
 
-// trim drops what no rule reads from a kept object: its managed fields and kubectl's last-applied copy.
+// trim drops what no rule reads from a kept object: kubectl's last-applied copy and its managed fields, but for
+// an EndpointSlice's or Endpoints' newest entry's time (kube.LastWrite dates a webhook backend's outage from it);
+// and of a Pod that is neither terminating nor a hook, everything but what dates a webhook backend (podReadiness).
 func trim(u *unstructured.Unstructured) {
 	md, ok := u.Object["metadata"].(map[string]interface{})
 	if !ok {
 		return
 	}
-	delete(md, "managedFields")
+	gk := u.GroupVersionKind().GroupKind()
+	if last := newestManagedEntry(md); last != nil && (gk == gkEndpointSlice || gk == gkEndpoints) {
+		md["managedFields"] = []interface{}{last}
+	} else {
+		delete(md, "managedFields")
+	}
 	if a, ok := md["annotations"].(map[string]interface{}); ok {
 		delete(a, lastApplied)
 	}
+	if gk == gkPod && u.GetDeletionTimestamp() == nil && !isHook(u) {
+		podReadiness(u)
+	}
+}
+
+// newestManagedEntry is the manager, operation and time of md's newest managedFields entry (nil without one).
+func newestManagedEntry(md map[string]interface{}) map[string]interface{} {
+	entries, _ := md["managedFields"].([]interface{})
+	var last map[string]interface{}
+	var lastAt time.Time
+	for _, e := range entries {
+		m, _ := e.(map[string]interface{})
+		s, _ := m["time"].(string)
+		at, err := time.Parse(time.RFC3339, s)
+		if err != nil || (last != nil && !at.After(lastAt)) {
+			continue
+		}
+		last, lastAt = map[string]interface{}{"time": s}, at
+		for _, k := range []string{"manager", "operation", "apiVersion"} {
+			if v, ok := m[k]; ok {
+				last[k] = v
+			}
+		}
+	}
+	return last
+}
+
+// podReadyStatus is the status of Pod u's Ready condition ("" without one).
+func podReadyStatus(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]interface{}); m["type"] == "Ready" {
+			status, _ := m["status"].(string)
+			return status
+		}
+	}
+	return ""
+}
+
+// podReadiness cuts Pod u down to what kube/webhook-backend-missing reads: its identity, labels, creation and its
+// Ready condition (a dump's Pods are most of its bytes).
+func podReadiness(u *unstructured.Unstructured) {
+	md, _ := u.Object["metadata"].(map[string]interface{})
+	keptMD := map[string]interface{}{}
+	for _, k := range []string{"name", "namespace", "uid", "labels", "creationTimestamp"} {
+		if v, ok := md[k]; ok {
+			keptMD[k] = v
+		}
+	}
+	kept := map[string]interface{}{"apiVersion": u.Object["apiVersion"], "kind": u.Object["kind"], "metadata": keptMD}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]interface{}); m["type"] == "Ready" {
+			kept["status"] = map[string]interface{}{"conditions": []interface{}{m}}
+		}
+	}
+	u.Object = kept
 }

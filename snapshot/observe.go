@@ -130,6 +130,8 @@ func (s *Snapshot) Observe() Observations {
 			o.Inventory.EndpointSlices = append(o.Inventory.EndpointSlices, u)
 		case gkNamespace:
 			o.Inventory.Namespaces = append(o.Inventory.Namespaces, u)
+		case gkPod:
+			o.Inventory.Pods = append(o.Inventory.Pods, u)
 		case gkDeployment:
 			if v := imageTag(u, "argocd-server", "argocd"); v != "" {
 				argocdVersion = v

@@ -31,7 +31,7 @@ func Write(w io.Writer, objects, used int) {
 		case 5:
 			fmt.Fprintf(w, "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cm-%d, namespace: ns-%d, labels: {app: a-%d}}\n  data: {key: value-%d}\n", i, i%100, i%100, i)
 		case 6:
-			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Pod\n  metadata: {name: pod-%d, namespace: ns-%d, labels: {app: a-%d}}\n  spec: {containers: [{name: c, image: \"nginx:1.27\"}]}\n  status: {phase: Running}\n", i, i%100, i%100)
+			fmt.Fprintf(w, "- apiVersion: v1\n  kind: Pod\n  metadata: {name: pod-%d, namespace: ns-%d, labels: {app: a-%d}}\n  spec: {containers: [{name: c, image: \"nginx:1.27\"}]}\n  status: {phase: Running, conditions: [{type: Ready, status: \"True\", lastTransitionTime: \"2025-01-01T00:00:00Z\"}]}\n", i, i%100, i%100)
 		default:
 			fmt.Fprintf(w, "- apiVersion: apps/v1\n  kind: ReplicaSet\n  metadata: {name: rs-%d, namespace: ns-%d}\n  spec: {replicas: 1}\n", i, i%100)
 		}
