@@ -38,14 +38,14 @@ type fakeRemedyArgo struct {
 	// onTerminate, when set, runs when TerminateOperation is called (before it answers terminate); afterTerminate
 	// runs after an accepted TerminateOperation ended the operation.
 	onTerminate, afterTerminate func(*fakeRemedyArgo)
-	syncErr     error
-	patchErr    error
-	live        string // GetResource's manifest
-	canI        map[string]string
-	calls       []string
-	terminated  int
-	syncs       []*application.ApplicationSyncRequest
-	patches     []string
+	syncErr                     error
+	patchErr                    error
+	live                        string // GetResource's manifest
+	canI                        map[string]string
+	calls                       []string
+	terminated                  int
+	syncs                       []*application.ApplicationSyncRequest
+	patches                     []string
 }
 
 func (f *fakeRemedyArgo) record(c string) {
