@@ -26,6 +26,7 @@ const (
 	CallVersion            Call = "Version"
 	CallSyncWindows        Call = "GetApplicationSyncWindows"
 	CallListAppSets        Call = "ApplicationSetService.List"
+	CallSettings           Call = "SettingsService.Get"
 )
 
 // Permission returns the Argo CD RBAC policy the call needs on the application, as written in argocd-rbac-cm.
@@ -37,8 +38,8 @@ func (c Call) Permission() string {
 		return "applications, sync"
 	case CallPatchResource:
 		return "applications, update (on Argo CD v3 the fine-grained form applications, update/<group>/<kind>/<namespace>/<name>, e.g. update/batch/Job/*)"
-	case CallVersion:
-		return "none (the Version API is public)"
+	case CallVersion, CallSettings:
+		return "none (the Version and Settings APIs are public)"
 	case CallListAppSets:
 		return "applicationsets, get (argocd-server lists only the ApplicationSets the account may get)"
 	}

@@ -34,6 +34,9 @@ type RemedierOptions struct {
 	// Access answers CanI, asked before terminating an operation whose new sync would name a revision that Argo CD
 	// v3.2+ may refuse without `applications, override` (default: Client, when it implements AccountClient).
 	Access argocd.AccountClient
+	// Settings answers whether argocd-server accepts a Sync carrying Replace=true, asked before terminating an
+	// operation whose new sync carries it on Argo CD v3 (default: Client, when it implements SyncSettingsClient).
+	Settings argocd.SyncSettingsClient
 }
 
 // Remedies applies the argocd/* actions. Every method is idempotent, and in dry-run changes nothing and returns the
@@ -64,6 +67,9 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 		o.StopTimeout = 5 * time.Minute
 	}
 	o.Access = argocd.AccessOf(o.Access, o.Client)
+	if s, ok := o.Client.(argocd.SyncSettingsClient); ok && o.Settings == nil {
+		o.Settings = s
+	}
 	return &Remedies{o: o, terminated: map[string]string{}}, nil
 }
 
