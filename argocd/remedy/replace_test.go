@@ -77,3 +77,40 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestResyncOfAnOperationASyncCannotRepeatIsProposedOnly(t *testing.T) {
+	spec := &v1alpha1.ApplicationSource{RepoURL: "https://git.example.com/shop.git", Path: "deploy", TargetRevision: "main"}
+	tests := []struct {
+		name    string
+		sync    func(*v1alpha1.SyncOperation)
+		refusal string
+	}{
+		{"a rollback to a source the spec no longer has", func(so *v1alpha1.SyncOperation) {
+			so.Source = &v1alpha1.ApplicationSource{RepoURL: spec.RepoURL, Path: "deploy-v1", TargetRevision: "main"}
+		}, `a sync of another source than the application's spec (a rollback: repoURL https://git.example.com/shop.git, path "deploy-v1", targetRevision "main", revision 4f2c1e9)`},
+		{"a local sync", func(so *v1alpha1.SyncOperation) { so.Manifests = []string{"{}", "{}"} },
+			"a local sync (2 manifests sent with the operation, argocd app sync --local)"},
+		{"a sync recording today's source is repeated", func(so *v1alpha1.SyncOperation) { so.Source = spec.DeepCopy() }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := stuckApp()
+			a.Spec.Source = spec.DeepCopy()
+			tt.sync(a.Status.OperationState.Operation.Sync)
+			fake := &fakeRemedyArgo{app: a, version: "v2.14.21+abc"}
+			out, err := newTestRemedies(t, fake).TerminateAndResync(context.Background(), stuckFinding(a), false)
+			if tt.refusal == "" {
+				require.NoError(t, err, "steps: %v", out.Steps)
+				require.Len(t, fake.syncs, 1)
+				return
+			}
+			require.Error(t, err)
+			require.True(t, syncmedic.IsPermanent(err), "%v", err)
+			require.ErrorContains(t, err, "the stuck operation is "+tt.refusal+"; a new Sync deploys the application's spec as it is today")
+			require.ErrorContains(t, err, "By hand: argocd app terminate-op shop, then ")
+			require.Equal(t, []string{"app=argocd/shop: the stuck operation is " + tt.refusal + ", which a new Sync cannot repeat: not terminating"}, out.Steps)
+			require.Zero(t, fake.terminated)
+			require.Empty(t, fake.syncs)
+		})
+	}
+}

@@ -173,10 +173,14 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 	return out, err
 }
 
-// checkResync decides, before anything is changed, whether the Sync req would be accepted and run: no sync window
+// checkResync decides, before anything is changed, whether the Sync req would repeat the stuck operation (see
+// checkRepeatable) and would be accepted and run: no sync window
 // blocks an unattended sync now (which also means none blocks the Terminate), the server accepts the Replace=true
 // req may carry (see checkReplace), and the account may name the revision req names (see checkOverride).
 func (r *Remedies) checkResync(ctx context.Context, t argocd.AppRef, app *v1alpha1.Application, req *application.ApplicationSyncRequest) (string, error) {
+	if step, err := checkRepeatable(t, app); err != nil {
+		return step, err
+	}
 	if step, err := r.checkSyncWindows(ctx, t); err != nil {
 		return step, err
 	}
