@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
@@ -32,14 +31,18 @@ const (
 	methodSettingsGet    = "/cluster.SettingsService/Get"
 )
 
-// rawReplyCodec marshals requests as gRPC's proto codec does and keeps the reply as its wire bytes (*[]byte).
+// rawReplyCodec marshals requests with their generated Marshal (the API copy's gogo types) and keeps the reply as
+// its wire bytes (*[]byte).
 type rawReplyCodec struct{}
 
 func (rawReplyCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(*[]byte); ok {
-		return *b, nil
+	switch m := v.(type) {
+	case *[]byte:
+		return *m, nil
+	case interface{ Marshal() ([]byte, error) }:
+		return m.Marshal()
 	}
-	return encoding.GetCodec("proto").Marshal(v)
+	return nil, fmt.Errorf("rawReplyCodec: cannot encode %T", v)
 }
 
 func (rawReplyCodec) Unmarshal(data []byte, v any) error {

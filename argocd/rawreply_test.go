@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/syncmedic/syncmedic/internal/argoapi/application"
 	"github.com/syncmedic/syncmedic/internal/argoapi/v1alpha1"
 )
 
@@ -96,4 +97,18 @@ func FuzzAutoSyncDisabled(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, _ = AutoSyncDisabled(raw) // never panics
 	})
+}
+
+func TestRawReplyCodecEncodesTheGeneratedRequests(t *testing.T) {
+	name := "shop"
+	want, err := (&application.ApplicationQuery{Name: &name}).Marshal()
+	require.NoError(t, err)
+	got, err := rawReplyCodec{}.Marshal(&application.ApplicationQuery{Name: &name})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	var raw []byte
+	require.NoError(t, rawReplyCodec{}.Unmarshal(want, &raw))
+	require.Equal(t, want, raw)
+	_, err = rawReplyCodec{}.Marshal(42)
+	require.ErrorContains(t, err, "cannot encode int")
 }
