@@ -54,7 +54,10 @@ func (rawReplyCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 
-func (rawReplyCodec) Name() string { return "proto" }
+// Name is empty so that the call's content-type stays "application/grpc": a forced codec's name becomes the content
+// subtype ("application/grpc+proto"), and argocd-server's cmux sends only an exact "application/grpc" to its gRPC
+// server — a new connection whose first call carried the subtype would reach its HTTP server and be reset.
+func (rawReplyCodec) Name() string { return "" }
 
 // Get reads the application like ApplicationService.Get, and keeps what the v2.14.21 API copy cannot carry: an
 // automated sync policy with enabled: false (Argo CD v3.1+; ApplicationSets switch auto-sync off this way) comes back
