@@ -62,6 +62,8 @@ type APIClient struct {
 	AccountClient
 	// appSets is the ApplicationSetService (its List and Get would clash with the ApplicationService's if embedded).
 	appSets applicationset.ApplicationSetServiceClient
+	// conn carries the calls whose replies are read as bytes (rawreply.go).
+	conn    *grpc.ClientConn
 	closers []io.Closer
 }
 
@@ -226,6 +228,7 @@ func dial(o ClientOptions, token string) (*APIClient, error) {
 		VersionServiceClient:     versionpkg.NewVersionServiceClient(conn),
 		AccountClient:            accountpkg.NewAccountServiceClient(conn),
 		appSets:                  applicationset.NewApplicationSetServiceClient(conn),
+		conn:                     conn,
 		closers:                  append([]io.Closer{conn}, closers...),
 	}, nil
 }

@@ -26,6 +26,7 @@ const (
 	CallVersion            Call = "Version"
 	CallSyncWindows        Call = "GetApplicationSyncWindows"
 	CallListAppSets        Call = "ApplicationSetService.List"
+	CallSettings           Call = "SettingsService.Get"
 )
 
 // Permission returns the Argo CD RBAC policy the call needs on the application, as written in argocd-rbac-cm.
@@ -37,8 +38,8 @@ func (c Call) Permission() string {
 		return "applications, sync"
 	case CallPatchResource:
 		return "applications, update (on Argo CD v3 the fine-grained form applications, update/<group>/<kind>/<namespace>/<name>, e.g. update/batch/Job/*)"
-	case CallVersion:
-		return "none (the Version API is public)"
+	case CallVersion, CallSettings:
+		return "none (the Version and Settings APIs are public)"
 	case CallListAppSets:
 		return "applicationsets, get (argocd-server lists only the ApplicationSets the account may get)"
 	}
@@ -49,8 +50,10 @@ func (c Call) Permission() string {
 const ErrAnotherOperation = "another operation is already in progress"
 
 // Classify turns an Argo CD API error into what the caller needs to decide on a retry: PermissionDenied,
-// Unauthenticated and InvalidArgument become syncmedic.Permanent with the RBAC permission that is missing;
-// Unavailable and the rest stay retryable. The app names the application ("namespace/name").
+// Unauthenticated and InvalidArgument become syncmedic.Permanent with the RBAC permission that is missing, and so
+// does a FailedPrecondition of Sync (auto-sync revision, deleting application, Replace=true not allowed, local
+// manifests) other than "another operation is already in progress" and an unresolvable revision; Unavailable and
+// the rest stay retryable. The app names the application ("namespace/name").
 func Classify(call Call, app string, err error) error {
 	if err == nil {
 		return nil
@@ -78,6 +81,13 @@ func Classify(call Call, app string, err error) error {
 		if strings.Contains(err.Error(), "application is deleting") {
 			return syncmedic.Permanent(fmt.Errorf("argocd %s %s: the application is being deleted: %w", call, app, err))
 		}
+		if IsReplaceRefused(err) {
+			return syncmedic.Permanent(fmt.Errorf("argocd %s %s: argocd-server refuses every Sync carrying Replace=true "+
+				"(server.sync.replace.allowed: \"false\" in argocd-cmd-params-cm); sync by hand without Replace=true, or allow it: %w", call, app, err))
+		}
+		if call == CallSync && !IsAnotherOperation(err) && !isRevisionResolution(err) {
+			return syncmedic.Permanent(fmt.Errorf("argocd %s %s: argocd-server refuses this Sync; the same request would be refused again: %w", call, app, err))
+		}
 	}
 	return fmt.Errorf("argocd %s %s: %w", call, app, err)
 }
@@ -94,6 +104,23 @@ func isSyncWindow(err error) bool {
 // FailedPrecondition answers of Sync (a revision the repo-server could not resolve) stay retryable.
 func isAutoSyncRevision(err error) bool {
 	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "auto-sync currently set to")
+}
+
+// ErrReplaceRefused is argocd-server's answer (FailedPrecondition, v3.0+) to a Sync carrying Replace=true when
+// ARGOCD_SYNC_WITH_REPLACE_ALLOWED (server.sync.replace.allowed in argocd-cmd-params-cm) is false.
+const ErrReplaceRefused = "sync with replace was disabled on the API Server level"
+
+// IsReplaceRefused reports whether err is argocd-server's refusal of a Sync carrying Replace=true.
+func IsReplaceRefused(err error) bool {
+	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), ErrReplaceRefused)
+}
+
+// isRevisionResolution reports whether err is Sync's FailedPrecondition for a revision the repo-server could not
+// resolve (server/application resolveSourceRevisions, "error resolving repo revision"): the repository may answer
+// again, so it stays retryable, unlike the other FailedPrecondition answers of Sync.
+func isRevisionResolution(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "error resolving repo revision") || strings.Contains(msg, "error getting repo")
 }
 
 // IsAnotherOperation reports whether err is Argo CD's "another operation is already in progress".

@@ -28,6 +28,15 @@ func TestClassify(t *testing.T) {
 		{"a plain error is retried", CallGet, errors.New("boom"), false, "boom"},
 		{"a Sync refused by a sync window is not an RBAC problem and is retried after the window", CallSync,
 			status.Error(codes.PermissionDenied, "cannot sync: blocked by sync window"), false, "sync window of the application's project blocks manual syncs"},
+		{"a Sync carrying Replace=true refused by the server's setting is permanent and names the setting", CallSync,
+			status.Error(codes.FailedPrecondition, "sync with replace was disabled on the API Server level via the server configuration"), true,
+			`server.sync.replace.allowed: "false" in argocd-cmd-params-cm`},
+		{"any other refusal of a Sync is permanent", CallSync,
+			status.Error(codes.FailedPrecondition, "Cannot use local manifests when source integrity is enforced"), true, "the same request would be refused again"},
+		{"another operation in progress stays retryable", CallSync,
+			status.Error(codes.FailedPrecondition, "another operation is already in progress"), false, "another operation"},
+		{"a revision the repo-server could not resolve stays retryable", CallSync,
+			status.Error(codes.FailedPrecondition, "error resolving repo revision: rpc error: connection refused"), false, "error resolving repo revision"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

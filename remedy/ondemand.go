@@ -208,7 +208,10 @@ func nonNilSteps(steps, fallback []string) []string {
 	return []string{}
 }
 
-// planDigest identifies one plan: the incident, its finding as last evaluated, and the steps the dry-run gave.
+// planDigest identifies one plan: the incident, its finding as last evaluated, and the steps the dry-run gave. The
+// steps name the live state the remedier planned against (terminate-and-resync: the operation's startedAt and
+// phase), so a confirmation never applies to an operation other than the one reviewed; once that operation ended,
+// the dry-run itself refuses, and so does the confirmation.
 func planDigest(inc incident.Incident, steps []string) string {
 	h := sha256.New()
 	f := inc.Finding

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/syncmedic/syncmedic/internal/argoapi/application"
@@ -33,11 +34,20 @@ type RemedierOptions struct {
 	// Access answers CanI, asked before terminating an operation whose new sync would name a revision that Argo CD
 	// v3.2+ may refuse without `applications, override` (default: Client, when it implements AccountClient).
 	Access argocd.AccountClient
+	// Settings answers whether argocd-server accepts a Sync carrying Replace=true, asked before terminating an
+	// operation whose new sync carries it on Argo CD v3 (default: Client, when it implements SyncSettingsClient).
+	Settings argocd.SyncSettingsClient
 }
 
-// Remedies applies the argocd/* actions. Every method is idempotent, and in dry-run makes no API call at all and
-// returns the steps it would take.
-type Remedies struct{ o RemedierOptions }
+// Remedies applies the argocd/* actions. Every method is idempotent, and in dry-run changes nothing and returns the
+// steps it would take (terminate-and-resync and force-finalizer-removal read the live object for it).
+type Remedies struct {
+	o RemedierOptions
+	// terminated holds, by application, the startedAt of the operation these remedies terminated and have not yet
+	// synced again (see terminatedHere).
+	mu         sync.Mutex
+	terminated map[string]string
+}
 
 // NewRemedies validates o and returns the remedies.
 func NewRemedies(o RemedierOptions) (*Remedies, error) {
@@ -57,7 +67,10 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 		o.StopTimeout = 5 * time.Minute
 	}
 	o.Access = argocd.AccessOf(o.Access, o.Client)
-	return &Remedies{o: o}, nil
+	if s, ok := o.Client.(argocd.SyncSettingsClient); ok && o.Settings == nil {
+		o.Settings = s
+	}
+	return &Remedies{o: o, terminated: map[string]string{}}, nil
 }
 
 // Remediers returns the actions by ID: remove-hook-finalizer, terminate-and-resync, terminate-operation,
@@ -280,7 +293,9 @@ func (r *Remedies) removeFinalizer(ctx context.Context, t argocd.AppRef, o resou
 
 // TerminateAndResync terminates the application's running operation, waits on the watch for its phase to leave
 // Running/Terminating, then syncs the same revision with the same sync options, retrying "another operation is
-// already in progress" with backoff. If a newer operation has started since the finding, it does nothing.
+// already in progress" with backoff. If a newer operation has started since the finding, or the finding's operation
+// ended by itself, it does nothing. Its dry run reads the application: the plan names the operation it is for, and
+// is refused (a permanent error) once that operation ended.
 func (r *Remedies) TerminateAndResync(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
 	out := syncmedic.Outcome{Action: syncmedic.ActionTerminateAndResync, DryRun: dryRun}
 	t, err := targetOf(f)
@@ -288,8 +303,9 @@ func (r *Remedies) TerminateAndResync(ctx context.Context, f syncmedic.Finding, 
 		return out, err
 	}
 	if dryRun {
-		out.Steps = r.resyncPlan(t, f.Remedy.Params)
-		return out, nil
+		step, err := r.planResync(ctx, t, f.Remedy.Params)
+		out.Steps = append([]string{step}, r.resyncPlan(t, f.Remedy.Params)...)
+		return out, err
 	}
 	res, err := r.resync(ctx, t, f.Remedy.Params)
 	res.Action, res.DryRun = out.Action, false

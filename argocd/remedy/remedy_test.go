@@ -35,16 +35,17 @@ type fakeRemedyArgo struct {
 	version   string
 	windows   *application.ApplicationSyncWindowsResponse
 	terminate error
-	// onTerminate, when set, runs when TerminateOperation is called (before it answers terminate).
-	onTerminate func(*fakeRemedyArgo)
-	syncErr     error
-	patchErr    error
-	live        string // GetResource's manifest
-	canI        map[string]string
-	calls       []string
-	terminated  int
-	syncs       []*application.ApplicationSyncRequest
-	patches     []string
+	// onTerminate, when set, runs when TerminateOperation is called (before it answers terminate); afterTerminate
+	// runs after an accepted TerminateOperation ended the operation.
+	onTerminate, afterTerminate func(*fakeRemedyArgo)
+	syncErr                     error
+	patchErr                    error
+	live                        string // GetResource's manifest
+	canI                        map[string]string
+	calls                       []string
+	terminated                  int
+	syncs                       []*application.ApplicationSyncRequest
+	patches                     []string
 }
 
 func (f *fakeRemedyArgo) record(c string) {
@@ -86,6 +87,9 @@ func (f *fakeRemedyArgo) TerminateOperation(context.Context, *application.Operat
 	st := f.app.Status.OperationState
 	st.Phase, st.Message = synccommon.OperationFailed, "Operation terminated"
 	f.app.Operation = nil
+	if f.afterTerminate != nil {
+		f.afterTerminate(f)
+	}
 	return &application.OperationTerminateResponse{}, nil
 }
 
@@ -390,7 +394,7 @@ func TestResyncStopsWhenTheServerSaysNoOperationWhileTheStateRuns(t *testing.T) 
 		require.Empty(t, fake.syncs)
 		require.False(t, out.Changed)
 	})
-	t.Run("the operation finished meanwhile: nothing to terminate, synced again", func(t *testing.T) {
+	t.Run("the operation finished by itself meanwhile: nothing terminated, nothing synced", func(t *testing.T) {
 		a := stuckApp()
 		finding := stuckFinding(a)
 		fake := &fakeRemedyArgo{app: a, version: "v2.14.21", terminate: noOp, onTerminate: func(f *fakeRemedyArgo) {
@@ -399,7 +403,91 @@ func TestResyncStopsWhenTheServerSaysNoOperationWhileTheStateRuns(t *testing.T) 
 		}}
 		out, err := newTestRemedies(t, fake).TerminateAndResync(context.Background(), finding, false)
 		require.NoError(t, err, "steps: %v", out.Steps)
-		require.Len(t, fake.syncs, 1)
+		require.Empty(t, fake.syncs, "an operation that ended by itself is not synced again")
+		require.False(t, out.Changed)
+		require.Equal(t, "app=argocd/shop: the operation stopped by itself before syncmedic terminated it: not syncing again", out.Steps[len(out.Steps)-1])
+	})
+}
+
+func TestResyncNeverSyncsAnOperationThatEndedByItself(t *testing.T) {
+	ended := func(phase synccommon.OperationPhase, msg string) func(*v1alpha1.Application) {
+		return func(a *v1alpha1.Application) {
+			// hand-written state: the operation runningOp describes, as the controller ends it.
+			a.Status.OperationState.Phase, a.Status.OperationState.Message = phase, msg
+			a.Status.OperationState.FinishedAt = ago(time.Minute)
+			a.Operation = nil
+		}
+	}
+	tests := []struct {
+		name string
+		end  func(*v1alpha1.Application)
+		want string
+	}{
+		{"it succeeded", ended(synccommon.OperationSucceeded, "successfully synced (all tasks run)"),
+			"the operation this plan was for (app=argocd/shop, started at 2026-03-10T11:00:00Z) ended at 2026-03-10T11:59:00Z (phase Succeeded: successfully synced (all tasks run)); nothing to fix: not syncing again"},
+		{"it failed", ended(synccommon.OperationFailed, "one or more synchronization tasks completed unsuccessfully"),
+			"the operation this plan was for (app=argocd/shop, started at 2026-03-10T11:00:00Z) ended at 2026-03-10T11:59:00Z (phase Failed: one or more synchronization tasks completed unsuccessfully); nothing to fix: not syncing again"},
+		{"someone else terminates it", func(a *v1alpha1.Application) {
+			a.Status.OperationState.Phase, a.Status.OperationState.Message = synccommon.OperationTerminating, "terminating"
+		}, "the operation of app=argocd/shop started at 2026-03-10T11:00:00Z is being terminated by someone else (terminating): not syncing over their decision; nothing to fix: not syncing again"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := stuckApp()
+			finding := stuckFinding(a)
+			tt.end(a)
+			fake := &fakeRemedyArgo{app: a, version: "v2.14.21"}
+			out, err := newTestRemedies(t, fake).TerminateAndResync(context.Background(), finding, false)
+			require.NoError(t, err, "an outcome, not an error that retries")
+			require.Equal(t, []string{tt.want}, out.Steps)
+			require.False(t, out.Changed)
+			require.Equal(t, []string{"Get"}, fake.calls, "nothing but the read")
+		})
+	}
+	t.Run("the dry run names the operation it is for, and is refused once it ended", func(t *testing.T) {
+		a := stuckApp()
+		finding := stuckFinding(a)
+		fake := &fakeRemedyArgo{app: a, version: "v2.14.21"}
+		r := newTestRemedies(t, fake)
+		plan, err := r.TerminateAndResync(context.Background(), finding, true)
+		require.NoError(t, err)
+		require.Equal(t, "Get app=argocd/shop: operation started at 2026-03-10T11:00:00Z, phase Running (the plan is for this operation only)", plan.Steps[0])
+		ended(synccommon.OperationSucceeded, "successfully synced (all tasks run)")(fake.app)
+		plan, err = r.TerminateAndResync(context.Background(), finding, true)
+		require.Error(t, err)
+		require.True(t, syncmedic.IsPermanent(err), "%v", err)
+		require.EqualError(t, err, "the operation this plan was for (app=argocd/shop, started at 2026-03-10T11:00:00Z) ended at 2026-03-10T11:59:00Z "+
+			"(phase Succeeded: successfully synced (all tasks run)); nothing to fix — re-plan if it is stuck again")
+		require.Empty(t, fake.syncs)
+		require.Zero(t, fake.terminated)
+	})
+	t.Run("an operation syncmedic terminated is still synced on the next attempt", func(t *testing.T) {
+		a := stuckApp()
+		finding := stuckFinding(a)
+		fake := &fakeRemedyArgo{app: a, version: "v2.14.21", syncErr: status.Error(codes.Unavailable, "connection reset")}
+		r := newTestRemedies(t, fake)
+		_, err := r.TerminateAndResync(context.Background(), finding, false)
+		require.Error(t, err, "the Sync failed after the terminate")
+		require.Equal(t, 1, fake.terminated)
+		require.Equal(t, synccommon.OperationFailed, fake.app.Status.OperationState.Phase, "Operation terminated")
+		fake.syncErr = nil
+		out, err := r.TerminateAndResync(context.Background(), finding, false)
+		require.NoError(t, err, "steps: %v", out.Steps)
+		require.Len(t, fake.syncs, 1, "the terminated operation is synced again")
+		require.Equal(t, 1, fake.terminated, "and not terminated twice")
+		require.True(t, out.Changed)
+	})
+	t.Run("an operation that finished Succeeded before the terminate reached it is not synced", func(t *testing.T) {
+		a := stuckApp()
+		finding := stuckFinding(a)
+		// The terminate is accepted, but the controller had finished the sync already.
+		fake := &fakeRemedyArgo{app: a, version: "v2.14.21", afterTerminate: func(f *fakeRemedyArgo) {
+			f.app.Status.OperationState.Phase = synccommon.OperationSucceeded
+		}}
+		out, err := newTestRemedies(t, fake).TerminateAndResync(context.Background(), finding, false)
+		require.NoError(t, err, "steps: %v", out.Steps)
+		require.Empty(t, fake.syncs)
+		require.Equal(t, "app=argocd/shop: the operation ended Succeeded before the terminate reached it: nothing to sync again", out.Steps[len(out.Steps)-1])
 	})
 }
 

@@ -2,6 +2,7 @@ package remedy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,11 +19,28 @@ import (
 func (r *Remedies) resyncPlan(t argocd.AppRef, p map[string]string) []string {
 	req := syncRequestFromParams(t, p)
 	return []string{
-		fmt.Sprintf("GetApplicationSyncWindows app=%s: stop unless an unattended sync may run now; CanI applications, override when the sync names a revision other than the targetRevision (Argo CD v3.2+)", t),
-		fmt.Sprintf("TerminateOperation app=%s (only if its operation is still Running)", t),
-		fmt.Sprintf("wait on Watch app=%s until the operation phase leaves Running/Terminating", t),
+		fmt.Sprintf("GetApplicationSyncWindows app=%s: stop unless an unattended sync may run now; CanI applications, override when the sync names a revision other than the targetRevision (Argo CD v3.2+); "+
+			"the server's sync-with-replace setting when the sync carries Replace=true (Argo CD v3.0+)", t),
+		fmt.Sprintf("TerminateOperation app=%s (only if its operation is still Running, and is the one started at %s)", t, p[rules.ParamOperationStartedAt]),
+		fmt.Sprintf("wait on Watch app=%s until the operation phase leaves Running/Terminating; no sync if it ended Succeeded", t),
 		"Sync " + describeSync(req) + ` (retried with backoff while Argo CD answers "another operation is already in progress")`,
 	}
+}
+
+// planResync is the dry run of a remedy that ends in terminate-and-resync: it reads the application, so that the
+// plan names the live operation it is for (its startedAt and phase: a person's confirmation covers exactly that
+// operation, see remedy.planDigest), and refuses with a permanent error when that operation already ended by
+// itself: there is nothing left to fix, and a sync would run every hook again.
+func (r *Remedies) planResync(ctx context.Context, t argocd.AppRef, p map[string]string) (string, error) {
+	app, err := r.getApp(ctx, t)
+	if err != nil {
+		return "Get failed", err
+	}
+	startedAt := p[rules.ParamOperationStartedAt]
+	if step, ended := r.endedByItself(t, app, startedAt); ended {
+		return step, syncmedic.Permanent(errors.New(step + " — re-plan if it is stuck again"))
+	}
+	return fmt.Sprintf("Get app=%s: operation started at %s, phase %s (the plan is for this operation only)", t, startedAtOf(app), phaseOf(app)), nil
 }
 
 // superseded reports whether the application has moved past the operation the finding was about: a newer operation
@@ -32,7 +50,7 @@ func superseded(app *v1alpha1.Application, startedAt string) bool {
 	if st == nil {
 		return app.Operation != nil
 	}
-	return startedAt != "" && st.StartedAt.UTC().Format(time.RFC3339) != startedAt
+	return startedAt != "" && startedAtOf(app) != startedAt
 }
 
 func stopped(app *v1alpha1.Application) bool {
@@ -40,7 +58,55 @@ func stopped(app *v1alpha1.Application) bool {
 	return st == nil || (st.Phase != synccommon.OperationRunning && st.Phase != synccommon.OperationTerminating)
 }
 
-// resync terminates (when running), waits for the stop, and syncs again; it is a no-op once superseded.
+// endedByItself reports whether the operation started at startedAt is no longer Running for a reason other than a
+// TerminateOperation of these remedies: it completed (Succeeded, Failed, Error), someone else is terminating it, or
+// the application holds no operation state. Syncing then would repeat a sync that nobody needs repeated (every hook
+// runs again); the step says when and how it ended.
+func (r *Remedies) endedByItself(t argocd.AppRef, app *v1alpha1.Application, startedAt string) (string, bool) {
+	st := app.Status.OperationState
+	if st == nil {
+		return fmt.Sprintf("app=%s has no operation state any more: the operation this plan was for is gone; nothing to fix", t), true
+	}
+	if st.Phase == synccommon.OperationRunning || r.terminatedHere(t, startedAt) {
+		return "", false
+	}
+	if st.Phase == synccommon.OperationTerminating {
+		return fmt.Sprintf("the operation of app=%s started at %s is being terminated by someone else (%s): not syncing over their decision; nothing to fix", t, startedAtOf(app), st.Message), true
+	}
+	ended := "an unknown time"
+	if st.FinishedAt != nil {
+		ended = st.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("the operation this plan was for (app=%s, started at %s) ended at %s (phase %s: %s); nothing to fix", t, startedAtOf(app), ended, st.Phase, st.Message), true
+}
+
+// terminatedHere reports whether these remedies sent the TerminateOperation that stopped the operation of t started
+// at startedAt (an earlier attempt whose Sync failed, retried now): that operation must still be synced again.
+func (r *Remedies) terminatedHere(t argocd.AppRef, startedAt string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return startedAt != "" && r.terminated[t.String()] == startedAt
+}
+
+// rememberTerminated records that these remedies terminated the operation of t started at startedAt; forget drops
+// it once the new sync is requested (or the application moved on).
+func (r *Remedies) rememberTerminated(t argocd.AppRef, startedAt string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.terminated[t.String()] = startedAt
+}
+
+func (r *Remedies) forgetTerminated(t argocd.AppRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.terminated, t.String())
+}
+
+// resync terminates the stuck operation (when still Running), waits for the stop, and syncs again. It re-reads the
+// application first and does nothing, with a step saying why, when the operation it was planned for is no longer
+// the one running: superseded by a newer one, or ended by itself (endedByItself). It syncs only an operation that
+// its own TerminateOperation stopped, and not when that operation finished Succeeded before the terminate reached
+// it.
 func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]string) (syncmedic.Outcome, error) {
 	var out syncmedic.Outcome
 	startedAt := p[rules.ParamOperationStartedAt]
@@ -49,12 +115,17 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 		return out, err
 	}
 	if superseded(app, startedAt) {
+		r.forgetTerminated(t)
 		out.Steps = append(out.Steps, fmt.Sprintf("app=%s has a newer operation than the stuck one: nothing to do", t))
+		return out, nil
+	}
+	if step, ended := r.endedByItself(t, app, startedAt); ended {
+		out.Steps = append(out.Steps, step+": not syncing again")
 		return out, nil
 	}
 	req := syncRequest(t, app, p)
 	// Never terminate what cannot be synced again, and never sync unattended where a person could not: a sync
-	// window or a missing permission would refuse the Sync and leave the application terminated.
+	// window, a missing permission or a server setting would refuse the Sync and leave the application terminated.
 	if step, err := r.checkResync(ctx, t, app, req); err != nil {
 		out.Steps = append(out.Steps, step)
 		return out, err
@@ -65,32 +136,66 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 		if err != nil {
 			return out, err
 		}
+		if changed {
+			r.rememberTerminated(t, startedAt)
+		}
+		if !changed && !r.terminatedHere(t, startedAt) {
+			// terminate re-read the application: the operation ended (or someone else is terminating it) just
+			// before the TerminateOperation would have been sent.
+			out.Steps = append(out.Steps, fmt.Sprintf("app=%s: the operation stopped by itself before syncmedic terminated it: not syncing again", t))
+			return out, nil
+		}
 		app, err = r.waitStopped(ctx, t)
 		if err != nil {
 			return out, err
 		}
 		out.Steps = append(out.Steps, fmt.Sprintf("operation of app=%s stopped: phase %s", t, phaseOf(app)))
 		if superseded(app, startedAt) {
+			r.forgetTerminated(t)
 			out.Steps = append(out.Steps, fmt.Sprintf("app=%s has a newer operation: not syncing again", t))
 			return out, nil
 		}
 	}
+	if phaseOf(app) == string(synccommon.OperationSucceeded) {
+		// The controller finished the operation before it processed the terminate: it deployed what it was syncing.
+		r.forgetTerminated(t)
+		out.Steps = append(out.Steps, fmt.Sprintf("app=%s: the operation ended Succeeded before the terminate reached it: nothing to sync again", t))
+		return out, nil
+	}
 	step, err := r.sync(ctx, t, req, startedAt)
 	out.Steps = append(out.Steps, step)
-	if err == nil && !strings.HasPrefix(step, "skipped") {
-		out.Changed = true
+	if err == nil {
+		r.forgetTerminated(t)
+		if !strings.HasPrefix(step, "skipped") {
+			out.Changed = true
+		}
 	}
 	return out, err
 }
 
-// checkResync decides, before anything is changed, whether the Sync req would be accepted and run: no sync window
-// blocks an unattended sync now (which also means none blocks the Terminate), and the account may name the revision
-// req names (see checkOverride).
+// checkResync decides, before anything is changed, whether the Sync req would repeat the stuck operation (see
+// checkRepeatable) and would be accepted and run: no sync window
+// blocks an unattended sync now (which also means none blocks the Terminate), the server accepts the Replace=true
+// req may carry (see checkReplace), and the account may name the revision req names (see checkOverride).
 func (r *Remedies) checkResync(ctx context.Context, t argocd.AppRef, app *v1alpha1.Application, req *application.ApplicationSyncRequest) (string, error) {
+	if step, err := checkRepeatable(t, app); err != nil {
+		return step, err
+	}
 	if step, err := r.checkSyncWindows(ctx, t); err != nil {
 		return step, err
 	}
+	if step, err := r.checkReplace(ctx, t, req); err != nil {
+		return step, err
+	}
 	return r.checkOverride(ctx, t, app, req)
+}
+
+// startedAtOf is the start of app's operation as the findings name it (RFC 3339, UTC), "" without one.
+func startedAtOf(app *v1alpha1.Application) string {
+	if app.Status.OperationState == nil {
+		return ""
+	}
+	return app.Status.OperationState.StartedAt.UTC().Format(time.RFC3339)
 }
 
 func phaseOf(app *v1alpha1.Application) string {

@@ -186,8 +186,9 @@ type argoConn struct {
 }
 
 var (
-	_ argocd.Client        = (*argoConn)(nil)
-	_ argocd.AccountClient = (*argoConn)(nil)
+	_ argocd.Client             = (*argoConn)(nil)
+	_ argocd.AccountClient      = (*argoConn)(nil)
+	_ argocd.SyncSettingsClient = (*argoConn)(nil)
 )
 
 func (a *argoConn) set(c *argocd.APIClient) { a.c.Store(c) }
@@ -277,6 +278,14 @@ func (a *argoConn) Version(ctx context.Context, in *emptypb.Empty, opts ...grpc.
 		return nil, err
 	}
 	return c.Version(ctx, in, opts...)
+}
+
+func (a *argoConn) SyncWithReplaceAllowed(ctx context.Context) (bool, error) {
+	c, err := a.get()
+	if err != nil {
+		return false, err
+	}
+	return c.SyncWithReplaceAllowed(ctx)
 }
 
 func (a *argoConn) CanI(ctx context.Context, in *accountpkg.CanIRequest, opts ...grpc.CallOption) (*accountpkg.CanIResponse, error) {

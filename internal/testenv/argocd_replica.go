@@ -19,19 +19,22 @@ type ServerReplica struct {
 	Log string
 
 	s     *RealArgoCD
+	env   []string
 	ports []int
 	mu    sync.Mutex
 	proc  *loggedProcess
 }
 
 // StartServerReplica starts a ServerReplica and waits until it answers /healthz (Argo CD's readiness probe: its
-// informers have synced); it is stopped when the test ends.
-func (s *RealArgoCD) StartServerReplica(t testing.TB) *ServerReplica {
+// informers have synced); it is stopped when the test ends. env adds environment variables of argocd-server's own
+// (e.g. ARGOCD_SYNC_WITH_REPLACE_ALLOWED=false, what server.sync.replace.allowed in argocd-cmd-params-cm sets),
+// for this replica only.
+func (s *RealArgoCD) StartServerReplica(t testing.TB, env ...string) *ServerReplica {
 	t.Helper()
 	if s.serverArgs == nil {
 		t.Fatalf("testenv: the stack was not started by startArgoCDStack")
 	}
-	r := &ServerReplica{s: s, Log: filepath.Join(s.Dir, fmt.Sprintf("argocd-server-replica-%s.log", randomHex(4)))}
+	r := &ServerReplica{s: s, env: env, Log: filepath.Join(s.Dir, fmt.Sprintf("argocd-server-replica-%s.log", randomHex(4)))}
 	c, ports, err := StartOnFreePorts(FreePortsOptions{Name: "argocd-server replica", Ports: 2,
 		Start: func(ports []int) (PortChild, error) {
 			p, err := r.start(ports)
@@ -58,8 +61,8 @@ func (s *RealArgoCD) StartServerReplica(t testing.TB) *ServerReplica {
 }
 
 func (r *ServerReplica) start(ports []int) (*loggedProcess, error) {
-	return startLogged(r.s.serverExe, r.s.serverArgs(ports), append(append([]string(nil), r.s.serverEnv...),
-		"ARGOCD_BINARY_NAME=argocd-server"), r.s.Dir, r.Log)
+	env := append(append(append([]string(nil), r.s.serverEnv...), "ARGOCD_BINARY_NAME=argocd-server"), r.env...)
+	return startLogged(r.s.serverExe, r.s.serverArgs(ports), env, r.s.Dir, r.Log)
 }
 
 func (r *ServerReplica) ready(ports []int, exited <-chan struct{}) error {

@@ -342,15 +342,22 @@ func (a *RealHookApp) Runs(t testing.TB, name string) int {
 
 // Sync starts a sync of the app's target revision through argocd-server's ApplicationService (what `argocd app
 // sync` does), hook strategy.
-func (a *RealHookApp) Sync(t testing.TB) {
+func (a *RealHookApp) Sync(t testing.TB) { a.SyncWithOptions(t) }
+
+// SyncWithOptions is Sync with sync options (what `argocd app sync --sync-option` and `--replace` send).
+func (a *RealHookApp) SyncWithOptions(t testing.TB, options ...string) {
 	t.Helper()
+	req := &applicationpkg.ApplicationSyncRequest{Name: &a.Name, AppNamespace: &a.Stack.Namespace}
+	if len(options) > 0 {
+		req.SyncOptions = &applicationpkg.SyncOptions{Items: options}
+	}
 	apps := a.Stack.Applications(t, a.Stack.cachedAdminToken(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var err error
 	// The repo-server may still be cloning the new repository: retry while it answers with a transient error.
 	for deadline := time.Now().Add(time.Minute); ; {
-		_, err = apps.Sync(ctx, &applicationpkg.ApplicationSyncRequest{Name: &a.Name, AppNamespace: &a.Stack.Namespace})
+		_, err = apps.Sync(ctx, req)
 		if err == nil || time.Now().After(deadline) || strings.Contains(err.Error(), "another operation is already in progress") {
 			break
 		}

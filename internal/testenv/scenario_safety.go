@@ -10,6 +10,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
@@ -27,11 +31,24 @@ import (
 // hooks' results until the window ends), then Release("fast") and Release("slow").
 func ScenarioRealWindowedWave(t testing.TB, stack *RealArgoCD) *RealHookApp {
 	t.Helper()
-	app := NewRealHookApp(t, stack, "windowed-wave", ConfigMapData{},
-		RealHook{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
-		RealHook{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodRunsUntilReleased})
+	return ScenarioRealWindowedWaveWith(t, stack)
+}
+
+// WindowedWaveHooks are the hooks of ScenarioRealWindowedWave, for a test that commits a new revision of its app
+// (RealHookApp.Update) with the same hooks.
+func WindowedWaveHooks() []RealHook {
+	return []RealHook{
+		{Name: "slow", Hook: synccommon.HookTypePreSync, Run: PodRunsUntilReleased},
+		{Name: "fast", Hook: synccommon.HookTypePreSync, TTL: TTL(0), Run: PodRunsUntilReleased},
+	}
+}
+
+// ScenarioRealWindowedWaveWith is ScenarioRealWindowedWave with a sync carrying sync options (e.g. Replace=true).
+func ScenarioRealWindowedWaveWith(t testing.TB, stack *RealArgoCD, options ...string) *RealHookApp {
+	t.Helper()
+	app := NewRealHookApp(t, stack, "windowed-wave", ConfigMapData{}, WindowedWaveHooks()...)
 	start := time.Now()
-	app.Sync(t)
+	app.SyncWithOptions(t, options...)
 	if got, ok := app.WaitApp(t, 2*time.Minute, func(a *v1alpha1.Application) bool {
 		return OperationRunningSince(start)(a) && HookResult(a, "slow") == synccommon.OperationRunning &&
 			HookResult(a, "fast") == synccommon.OperationRunning
@@ -222,4 +239,25 @@ func ScenarioRealAutoSyncedMultiSourceLostHook(t testing.TB, stack *RealArgoCD) 
 		t.Fatalf("testenv: the controller did not auto-sync %s within 2m: %s", a.Name, DescribeOperation(got))
 	}
 	return a
+}
+
+// DisableAutoSync sets spec.syncPolicy.automated.enabled: false through the apiserver (Argo CD v3.1+; how an
+// ApplicationSet switches auto-sync off, keeping the automated block), and fails unless the Application CRD kept the
+// field (a CRD before v3.1 prunes it).
+func (a *RealHookApp) DisableAutoSync(t testing.TB) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"})
+	u.SetName(a.Name)
+	u.SetNamespace(a.Stack.Namespace)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`))
+	if err := a.Stack.Env.Client.Patch(context.Background(), u, patch); err != nil {
+		t.Fatalf("testenv: switching auto-sync of %s off: %v", a.Name, err)
+	}
+	if err := a.Stack.Env.Client.Get(context.Background(), clientKey(a.Stack.Namespace, a.Name), u); err != nil {
+		t.Fatalf("testenv: reading Application %s: %v", a.Name, err)
+	}
+	if enabled, found, _ := unstructured.NestedBool(u.Object, "spec", "syncPolicy", "automated", "enabled"); !found || enabled {
+		t.Fatalf("testenv: the Application CRD did not keep spec.syncPolicy.automated.enabled: false (found %v, value %v)", found, enabled)
+	}
 }

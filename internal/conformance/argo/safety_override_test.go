@@ -3,8 +3,6 @@ package argo
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/syncmedic/syncmedic"
-	"github.com/syncmedic/syncmedic/argocd"
-	"github.com/syncmedic/syncmedic/argocd/remedy"
 	"github.com/syncmedic/syncmedic/argocd/rules"
 	applicationpkg "github.com/syncmedic/syncmedic/internal/argoapi/application"
 	synccommon "github.com/syncmedic/syncmedic/internal/argoapi/synccommon"
@@ -211,14 +207,7 @@ func hookMessage(app *v1alpha1.Application, name string) string {
 // builds it.
 func resyncRemedy(t *testing.T, stack *testenv.RealArgoCD, token string) syncmedic.Remedier {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "argocd-token")
-	require.NoError(t, os.WriteFile(file, []byte(token), 0o600))
-	c, err := argocd.Dial(argocd.ClientOptions{ServerAddr: stack.Addr, PlainText: true, TokenFile: file})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	rem, err := remedy.NewRemedies(remedy.RemedierOptions{Client: c, StopTimeout: time.Minute})
-	require.NoError(t, err)
-	return rem.Remediers()[syncmedic.ActionTerminateAndResync]
+	return remedyThrough(t, stack.Addr, token)
 }
 
 // resyncFindingOf is the finding hook-completion-missed reports for app's operation, reduced to what its
