@@ -21,14 +21,19 @@ const (
 	fieldSpecSyncPolicy      = 4
 	fieldSyncPolicyAutomated = 1
 	fieldAutomatedEnabled    = 4
+	// fieldListItems is ApplicationList.items; fieldWatchEventApplication is ApplicationWatchEvent.application.
+	fieldListItems             = 2
+	fieldWatchEventApplication = 2
 	// fieldSyncWithReplaceAllowed is Settings.syncWithReplaceAllowed (v3.1+, argo-cd #22647).
 	fieldSyncWithReplaceAllowed = 29
 )
 
 // The full gRPC methods read as bytes.
 const (
-	methodApplicationGet = "/application.ApplicationService/Get"
-	methodSettingsGet    = "/cluster.SettingsService/Get"
+	methodApplicationGet   = "/application.ApplicationService/Get"
+	methodApplicationList  = "/application.ApplicationService/List"
+	methodApplicationWatch = "/application.ApplicationService/Watch"
+	methodSettingsGet      = "/cluster.SettingsService/Get"
 )
 
 // rawReplyCodec marshals requests with their generated Marshal (the API copy's gogo types) and keeps the reply as
@@ -74,12 +79,93 @@ func (c *APIClient) Get(ctx context.Context, in *application.ApplicationQuery, o
 	if err := app.Unmarshal(raw); err != nil {
 		return nil, fmt.Errorf("argocd %s: decoding the application: %w", CallGet, err)
 	}
-	if off, err := AutoSyncDisabled(raw); err != nil {
-		return nil, fmt.Errorf("argocd %s %s: decoding spec.syncPolicy.automated.enabled: %w", CallGet, app.Name, err)
-	} else if off && app.Spec.SyncPolicy != nil {
-		app.Spec.SyncPolicy.Automated = nil
+	if err := dropDisabledAutoSync(app, raw); err != nil {
+		return nil, fmt.Errorf("argocd %s %s: %w", CallGet, app.Name, err)
 	}
 	return app, nil
+}
+
+// dropDisabledAutoSync removes app's automated sync policy when raw, app's wire bytes, sets
+// spec.syncPolicy.automated.enabled to false (see Get).
+func dropDisabledAutoSync(app *v1alpha1.Application, raw []byte) error {
+	off, err := AutoSyncDisabled(raw)
+	if err != nil {
+		return fmt.Errorf("decoding spec.syncPolicy.automated.enabled: %w", err)
+	}
+	if off && app.Spec.SyncPolicy != nil {
+		app.Spec.SyncPolicy.Automated = nil
+	}
+	return nil
+}
+
+// List reads the applications like ApplicationService.List, each with an automated policy whose enabled is false
+// read as no automated policy (see Get): the watcher and the scan judge auto-sync from what List and Watch return.
+func (c *APIClient) List(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationList, error) {
+	var raw []byte
+	if err := c.conn.Invoke(ctx, methodApplicationList, in, &raw, append(opts, grpc.ForceCodec(rawReplyCodec{}))...); err != nil {
+		return nil, err
+	}
+	list := &v1alpha1.ApplicationList{}
+	if err := list.Unmarshal(raw); err != nil {
+		return nil, fmt.Errorf("argocd %s: decoding the application list: %w", CallList, err)
+	}
+	i := 0
+	err := eachField(raw, func(n protowire.Number, _ protowire.Type, item []byte) error {
+		if n != fieldListItems {
+			return nil
+		}
+		if i < len(list.Items) {
+			if err := dropDisabledAutoSync(&list.Items[i], item); err != nil {
+				return fmt.Errorf("%s: %w", list.Items[i].Name, err)
+			}
+		}
+		i++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("argocd %s: %w", CallList, err)
+	}
+	return list, nil
+}
+
+// Watch opens ApplicationService.Watch like the generated client, and reads each event's application as Get does.
+func (c *APIClient) Watch(ctx context.Context, in *application.ApplicationQuery, opts ...grpc.CallOption) (application.ApplicationService_WatchClient, error) {
+	s, err := c.conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}, methodApplicationWatch,
+		append(opts, grpc.ForceCodec(rawReplyCodec{}))...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := s.CloseSend(); err != nil {
+		return nil, err
+	}
+	return &rawWatchClient{ClientStream: s}, nil
+}
+
+// rawWatchClient is the Watch stream, decoding each event from its wire bytes.
+type rawWatchClient struct{ grpc.ClientStream }
+
+var _ application.ApplicationService_WatchClient = (*rawWatchClient)(nil)
+
+func (w *rawWatchClient) Recv() (*v1alpha1.ApplicationWatchEvent, error) {
+	var raw []byte
+	if err := w.RecvMsg(&raw); err != nil {
+		return nil, err
+	}
+	ev := &v1alpha1.ApplicationWatchEvent{}
+	if err := ev.Unmarshal(raw); err != nil {
+		return nil, fmt.Errorf("argocd Watch: decoding an event: %w", err)
+	}
+	app, ok, err := protoMessage(raw, fieldWatchEventApplication)
+	if err == nil && ok {
+		err = dropDisabledAutoSync(&ev.Application, app)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("argocd Watch %s: %w", ev.Application.Name, err)
+	}
+	return ev, nil
 }
 
 // SyncSettingsClient reads what argocd-server's settings say about the Syncs it accepts.
