@@ -177,7 +177,7 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []syncme
 
 	if leader && t.o.Remediation != nil {
 		for _, id := range matched {
-			t.o.Remediation.Submit(ctx, t, id, pol)
+			t.o.Remediation.Submit(ctx, t, id)
 		}
 	}
 }
@@ -360,14 +360,16 @@ func (t *Tracker) gcLocked(now time.Time) {
 	}
 }
 
-func (t *Tracker) saveLocked(ctx context.Context) {
+func (t *Tracker) saveLocked(ctx context.Context) error {
 	all := make([]Incident, 0, len(t.incidents))
 	for _, id := range sortedKeys(t.incidents) {
 		all = append(all, t.incidents[id].Clone())
 	}
-	if err := t.o.Store.Save(ctx, all); err != nil {
+	err := t.o.Store.Save(ctx, all)
+	if err != nil {
 		t.o.Log.Error("cannot save incidents; the next change retries", "err", err)
 	}
+	return err
 }
 
 // syncLocked merges the stored incidents into memory: the store's record wins for what was announced and done
