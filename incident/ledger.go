@@ -114,7 +114,7 @@ func (t *Tracker) RecordAttempt(ctx context.Context, id string, a Attempt, kind 
 		return fmt.Errorf("incident %s: %w", id, ErrNotFound)
 	}
 	if !t.o.Leader() {
-		return ErrNotLeading
+		return t.recordLateResultLocked(ctx, inc, a)
 	}
 	replaced := false
 	if last := inc.LastAttempt(); last != nil && last.Result == ResultStarted && last.Action == a.Action {
@@ -144,4 +144,54 @@ func (t *Tracker) RecordAttempt(ctx context.Context, id string, a Attempt, kind 
 	t.o.Metrics.setIncidents(t.incidents)
 	t.changedLocked()
 	return err
+}
+
+// AttemptMerger is a Store that can write one attempt's result into the stored incidents without replacing the
+// rest: a replica that lost the lead while its remedy ran records the result there, since a whole Save would
+// overwrite what the new leader saved meanwhile.
+type AttemptMerger interface {
+	// MergeAttempt replaces, in the stored incident id, the attempt of the same action started at the same time
+	// (its write-ahead record, or what a new leader recorded in its place) by a. It reports whether it found it.
+	MergeAttempt(ctx context.Context, id string, a Attempt) (bool, error)
+}
+
+// recordLateResultLocked records the result of a remedy this replica started while it led, after it lost the lead:
+// in memory, and in the store through AttemptMerger, so the new leader (when it loads after this) knows the remedy
+// ran and how it ended instead of finding its write-ahead record without a result. Anything else returns
+// ErrNotLeading. No transition is published: the leader's notifiers own the incident's thread.
+func (t *Tracker) recordLateResultLocked(ctx context.Context, inc *Incident, a Attempt) error {
+	last := inc.LastAttempt()
+	if a.Result == ResultStarted || last == nil || last.Result != ResultStarted || last.Action != a.Action || !last.At.Equal(a.At) {
+		return ErrNotLeading
+	}
+	*last = a
+	m, ok := t.o.Store.(AttemptMerger)
+	if !ok {
+		return fmt.Errorf("the lead was lost before the result of %s was recorded, and this store cannot merge it: %w", a.Action, ErrNotLeading)
+	}
+	found, err := m.MergeAttempt(ctx, inc.ID, a)
+	if err != nil {
+		return fmt.Errorf("record the result of %s after the lead was lost: %w", a.Action, err)
+	}
+	if !found {
+		return fmt.Errorf("record the result of %s after the lead was lost: the stored incident %s no longer holds its write-ahead record", a.Action, inc.ID)
+	}
+	t.o.Log.Info("remediation result recorded after the lead was lost", "incident", inc.ID, "action", a.Action, "result", a.Result)
+	return nil
+}
+
+// mergeAttempt replaces in incidents the attempt of incident id with a's action and start time by a.
+func mergeAttempt(incidents []Incident, id string, a Attempt) bool {
+	for i := range incidents {
+		if incidents[i].ID != id {
+			continue
+		}
+		for k := range incidents[i].Attempts {
+			if b := &incidents[i].Attempts[k]; b.Action == a.Action && b.At.Equal(a.At) {
+				*b = a
+				return true
+			}
+		}
+	}
+	return false
 }

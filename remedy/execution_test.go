@@ -174,20 +174,34 @@ func TestAnInterruptedHookRerunningRemedyIsNotRepeated(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			store := &incident.MemoryStore{}
-			// The old leader: it records the write-ahead record and stops before its remedier returns.
-			leading := true
+			// The old leader: it saves the write-ahead record, and its process dies while the remedier runs.
+			block := make(chan struct{})
 			hung := syncmedic.RemedierFunc(func(ctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
-				leading = false // the lead is lost while the remedy runs: its result is not recorded, and the replica stops
-				return syncmedic.Outcome{}, errors.New("connection reset")
+				<-block
+				return syncmedic.Outcome{}, errors.New("never recorded: the test is over")
 			})
-			old := NewRemediationStage(RemediationOptions{Remediers: syncmedic.Remediers{tt.finding.Remedy.Action: hung}})
-			oldTr := newTestTracker(t, incident.TrackerOptions{Store: store, Now: c.Now, Remediation: old, Policy: func() *policy.Policy { return p },
-				Leader: func() bool { return leading }})
+			old := NewRemediationStage(RemediationOptions{Remediers: syncmedic.Remediers{tt.finding.Remedy.Action: hung}, Workers: 1})
+			oldStore := &incident.MemoryStore{}
+			oldTr := newTestTracker(t, incident.TrackerOptions{Store: oldStore, Now: c.Now, Remediation: old, Policy: func() *policy.Policy { return p }})
+			octx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); old.Run(octx) }()
+			t.Cleanup(func() { close(block); cancel(); <-done })
 			oldTr.Observe(ctx, "s", []syncmedic.Finding{tt.finding})
-			stored, err := store.Load(ctx)
-			require.NoError(t, err)
-			require.Equal(t, incident.ResultStarted, stored[0].LastAttempt().Result, "the old leader left its write-ahead record")
+			var stored []incident.Incident
+			require.Eventually(t, func() bool {
+				incs, err := oldStore.Load(ctx)
+				require.NoError(t, err)
+				for _, inc := range incs {
+					if last := inc.LastAttempt(); last != nil && last.Result == incident.ResultStarted {
+						stored = []incident.Incident{inc}
+						return true
+					}
+				}
+				return false
+			}, 5*time.Second, time.Millisecond, "the old leader saved its write-ahead record")
+			store := &incident.MemoryStore{}
+			require.NoError(t, store.Save(ctx, stored)) // what the state ConfigMap holds when the process is gone
 
 			c.Advance(time.Minute)
 			rem := &countingRemedier{}
