@@ -98,7 +98,9 @@ func TestThePolicyIsReadAgainRightBeforeTheFirstWrite(t *testing.T) {
 	}{
 		{name: "the kill switch", change: func(p *policy.Policy) { p.KillSwitch = true },
 			want: "the kill switch is on: syncmedic takes no action"},
-		{name: "the rule set to notify", change: func(p *policy.Policy) { p.Rules[syncmedic.RuleHookFinalizerStuck] = policy.RulePolicy{Mode: policy.ModeNotify} },
+		{name: "the rule set to notify", change: func(p *policy.Policy) {
+			p.Rules[syncmedic.RuleHookFinalizerStuck] = policy.RulePolicy{Mode: policy.ModeNotify}
+		},
 			want: "policy: argocd/hook-finalizer-stuck is notify only"},
 	}
 	for _, tt := range tests {
