@@ -36,8 +36,9 @@ var _ Ledger = (*Tracker)(nil)
 
 // Remediator consumes the incidents the tracker matched (TrackerOptions.Remediation): the remediation stage.
 type Remediator interface {
-	// Submit hands over an incident that matched an evaluation, on the leader, without the tracker's lock held; the
-	// remediator reads the incident and the policy in force when it executes, and records, through l.
+	// Submit hands over an incident that matched an evaluation, or one loaded with a write-ahead record and no result,
+	// on the leader, without the tracker's lock held; the remediator reads the incident and the policy in force when
+	// it executes, and records, through l.
 	Submit(ctx context.Context, l Ledger, id string)
 	// Seed receives the stored incidents whenever the tracker loads them (so rate limits survive a restart). It is
 	// called with the tracker's lock held and must not call back into the Ledger.

@@ -164,11 +164,15 @@ func TestAnInterruptedHookRerunningRemedyIsNotRepeated(t *testing.T) {
 	tests := []struct {
 		name     string
 		finding  syncmedic.Finding
+		gone     bool // the finding no longer matches when the new leader loads (the operation was terminated)
 		wantReal int
 	}{
 		{name: "terminate-and-resync re-runs hooks: not repeated",
 			finding:  appHookFinding(syncmedic.RuleHookCompletionMissed, "shop", "migrate", syncmedic.ActionTerminateAndResync, true),
 			wantReal: 0},
+		{name: "terminate-and-resync cut off after its terminate, the finding gone: reported all the same",
+			finding:  appHookFinding(syncmedic.RuleHookCompletionMissed, "shop", "migrate", syncmedic.ActionTerminateAndResync, true),
+			gone:     true, wantReal: 0},
 		{name: "near miss: a finalizer removal is idempotent: applied again",
 			finding:  appHookFinding(syncmedic.RuleHookFinalizerStuck, "shop", "migrate", syncmedic.ActionRemoveHookFinalizer, false),
 			wantReal: 1},
@@ -211,23 +215,35 @@ func TestAnInterruptedHookRerunningRemedyIsNotRepeated(t *testing.T) {
 			stage := NewRemediationStage(RemediationOptions{Remediers: syncmedic.Remediers{tt.finding.Remedy.Action: rem}, Limiter: NewRateLimiter(c.Now)})
 			tr := newTestTracker(t, incident.TrackerOptions{Store: store, Publisher: evs, Now: c.Now, Remediation: stage, Policy: func() *policy.Policy { return p }})
 			for range 3 {
-				tr.Observe(ctx, "s", []syncmedic.Finding{tt.finding})
+				findings := []syncmedic.Finding{tt.finding}
+				if tt.gone {
+					findings = nil
+				}
+				tr.Observe(ctx, "s", findings)
 				c.Advance(10 * time.Minute)
 			}
 			real, _ := rem.calls()
 			require.Equal(t, tt.wantReal, real)
 			a := attemptsOf(t, tr)
-			require.Len(t, a, 1, "the write-ahead record is replaced by the outcome")
 			if tt.wantReal == 0 {
+				require.Len(t, a, 1, "the write-ahead record is replaced by the outcome")
 				require.Equal(t, incident.ResultFailed, a[0].Result)
 				require.True(t, a[0].Permanent)
 				require.Equal(t, "may have run — check: argocd/terminate-and-resync on application shop started at "+a[0].At.UTC().Format(time.RFC3339)+
 					" and its result was never recorded (the replica applying it stopped or lost the lead): it may have terminated the operation and may have started a new sync, whose hooks run again. "+
 					"syncmedic does not repeat it. Check the application's operation and history (argocd app get shop; argocd app history shop); "+
 					"if its operation ended \"Operation terminated\" and no newer sync started, sync it by hand (argocd app sync shop)", a[0].Error)
-				require.Equal(t, []incident.EventKind{incident.EventRemediated}, evs.kinds(), "reported once, in the thread")
+				want := []incident.EventKind{incident.EventRemediated}
+				if tt.gone {
+					want = append(want, incident.EventResolved) // the thread says "may have run — check" first
+				}
+				require.Equal(t, want, evs.kinds(), "reported once, in the thread")
 			} else {
-				require.Equal(t, incident.ResultSucceeded, a[0].Result)
+				require.Len(t, a, 2)
+				require.Equal(t, incident.ResultFailed, a[0].Result, "the write-ahead record is closed")
+				require.False(t, a[0].Permanent)
+				require.Contains(t, a[0].Error, "interrupted: argocd/remove-hook-finalizer on Job.batch/shop/migrate")
+				require.Equal(t, incident.ResultSucceeded, a[1].Result, "then applied again: it is idempotent")
 			}
 		})
 	}

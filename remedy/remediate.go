@@ -179,7 +179,7 @@ func (s *RemediationStage) consider(ctx context.Context, t incident.Ledger, id s
 		return
 	}
 	defer s.release(keys...)
-	if last := lastReal(inc); last != nil && last.Result == incident.ResultStarted && f.Remedy.RerunsHooks {
+	if last := lastReal(inc); last != nil && last.Result == incident.ResultStarted {
 		// This replica holds the incident's claim, so no remedy of it runs here: the write-ahead record is of a
 		// replica that stopped, or lost the lead, before it recorded the result.
 		s.recordInterrupted(ctx, t, inc, *last)
@@ -276,22 +276,31 @@ func (s *RemediationStage) applyAttempt(ctx context.Context, t incident.Ledger, 
 	return a
 }
 
-// recordInterrupted records, in place of a write-ahead record whose remedy never recorded a result, that a remedy
-// that re-runs hooks may have run: it is not repeated automatically (its hooks may be database migrations), and a
-// person checks the application.
+// recordInterrupted records the outcome of a write-ahead record whose remedy never recorded a result. A remedy that
+// re-runs hooks may have run: it is reported "may have run — check" and not repeated automatically (its hooks may be
+// database migrations); a person checks the application. Any other remedy is idempotent: the failure is recorded
+// and the remedy applied again when its finding still matches, as the rate limit and backoff allow.
 func (s *RemediationStage) recordInterrupted(ctx context.Context, t incident.Ledger, inc incident.Incident, started incident.Attempt) {
 	f := inc.Finding
-	target := f.Object.String()
-	if f.Object.App != "" {
-		target = "application " + f.Object.App
-	}
 	a := started
-	a.Result, a.Permanent = incident.ResultFailed, true
-	a.Error = fmt.Sprintf("may have run — check: %s on %s started at %s and its result was never recorded (the replica applying it stopped or lost the lead): "+
-		"it may have terminated the operation and may have started a new sync, whose hooks run again. syncmedic does not repeat it. "+
-		"Check the application's operation and history (argocd app get %s; argocd app history %s); if its operation ended \"Operation terminated\" and no newer sync started, sync it by hand (argocd app sync %s)",
-		f.Remedy.Action, target, started.At.UTC().Format(time.RFC3339), f.Object.App, f.Object.App, f.Object.App)
-	s.log.Warn("remediation interrupted: not repeated", "who", s.identity, "incident", inc.ID, "rule", f.Rule, "action", f.Remedy.Action, "startedAt", started.At, "app", f.Object.App)
+	a.Result = incident.ResultFailed
+	at := started.At.UTC().Format(time.RFC3339)
+	if f.Remedy.RerunsHooks {
+		target := f.Object.String()
+		if f.Object.App != "" {
+			target = "application " + f.Object.App
+		}
+		a.Permanent = true
+		a.Error = fmt.Sprintf("may have run — check: %s on %s started at %s and its result was never recorded (the replica applying it stopped or lost the lead): "+
+			"it may have terminated the operation and may have started a new sync, whose hooks run again. syncmedic does not repeat it. "+
+			"Check the application's operation and history (argocd app get %s; argocd app history %s); if its operation ended \"Operation terminated\" and no newer sync started, sync it by hand (argocd app sync %s)",
+			f.Remedy.Action, target, at, f.Object.App, f.Object.App, f.Object.App)
+	} else {
+		a.Error = fmt.Sprintf("interrupted: %s on %s started at %s and its result was never recorded (the replica applying it stopped or lost the lead); "+
+			"it is idempotent and is applied again while the finding matches", f.Remedy.Action, f.Object, at)
+	}
+	s.log.Warn("remediation interrupted", "who", s.identity, "incident", inc.ID, "rule", f.Rule, "action", f.Remedy.Action, "startedAt", started.At,
+		"app", f.Object.App, "repeated", !a.Permanent)
 	s.metrics.remediation(f.Rule, f.Remedy.Action, incident.ResultFailed)
 	if err := t.RecordAttempt(ctx, inc.ID, a, incident.EventRemediated); err != nil {
 		s.log.Error("the interrupted remediation was not recorded", "incident", inc.ID, "err", err)
