@@ -403,6 +403,11 @@ func (d *daemon) run(ctx context.Context) error {
 	<-ctx.Done()
 	cancel(nil)
 	wg.Wait()
+	for _, p := range d.parts {
+		if p.Close != nil {
+			p.Close()
+		}
+	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
