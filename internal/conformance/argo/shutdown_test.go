@@ -94,3 +94,64 @@ func TestARemedyInFlightIsFinishedWhenServeIsStopped(t *testing.T) {
 		"the audit line of the finished remedy")
 	onlyAnnounced(t, d.slack, lost)
 }
+
+// Issue 45 item 6, the replica that dies: serve is killed (SIGKILL, a node lost) right after its TerminateOperation,
+// before the Sync; the controller then ends the operation "Operation terminated". A second serve started on the
+// first one's state file finds the write-ahead record without a result: terminate-and-resync re-runs hooks, so it
+// is reported in the incident's thread as "may have run — check" with the commands to check and sync by hand, and
+// neither terminated nor synced again.
+func TestARemedyCutOffByAKilledServeIsReportedNotRepeated(t *testing.T) {
+	env := argoEnv(t)
+	version := testenv.ArgoCDV2
+	r := row(version, "terminate-and-resync cut off: serve SIGKILLed after TerminateOperation (controller paused), a second serve on its state file: lost migration hook (PreSync, ttlSecondsAfterFinished: 0)")
+	stack := testenv.ArgoCDStack(t, env, testenv.ArgoCDStackOptions{Version: version})
+	record(t, r)
+	race := fastHookRace(t, stack, "killed", "db-migrate", true)
+	app, got := race.app, race.got
+	require.False(t, race.finished, "v2.14.21 never sees the deleted hook finish: %s", testenv.DescribeOperation(got))
+	require.Equal(t, synccommon.OperationRunning, phase(got), testenv.DescribeOperation(got))
+	stuck := got.Status.OperationState.StartedAt
+
+	dir := t.TempDir()
+	policyFile, stateFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "state.json")
+	require.NoError(t, os.WriteFile(policyFile, []byte(drainPolicy), 0o600))
+	flags := []string{"--policy-file", policyFile, "--policy-reload-interval", "1s", "--state-file", stateFile}
+	first := startServeDaemon(t, app, drainPolicy, flags...)
+	lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "db-migrate")}
+	root := announcedAbout(t, first.slack, lost.rule, lost.object, announceWithin)
+
+	resume := stack.PauseController(t)
+	require.NoError(t, os.WriteFile(policyFile, []byte(strings.Replace(drainPolicy, "mode: notify", "mode: auto", 1)), 0o600))
+	_, ok := app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool { return phase(a) == synccommon.OperationTerminating })
+	require.True(t, ok, "serve terminates the operation once the rule is auto: %s", first.slack.summary())
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	<-first.done
+	resume()
+	terminated, ok := app.WaitApp(t, controllerWindow, func(a *v1alpha1.Application) bool { return phase(a) == synccommon.OperationFailed })
+	require.True(t, ok, "the resumed controller ends the terminated operation: %s", testenv.DescribeOperation(terminated))
+	require.Equal(t, 0, strings.Count(first.logs.String(), `msg="requested sync"`), "the killed serve never synced")
+
+	second := startServeDaemonOn(t, app, first.slack, drainPolicy, flags...)
+	var report string
+	require.Eventually(t, func() bool {
+		for _, reply := range first.slack.replies(root.TS) {
+			if strings.Contains(reply, "may have run — check") {
+				report = reply
+				return true
+			}
+		}
+		return false
+	}, announceWithin, tick, "the second serve reports the cut-off remedy in the thread: %s", first.slack.summary())
+	quiet := !waitFor(unattendedWatch, func() bool {
+		return strings.Contains(second.logs.String(), `msg="terminated operation"`) || strings.Contains(second.logs.String(), `msg="requested sync"`)
+	})
+	after := app.Get(t)
+	r.Controller = fmt.Sprintf("operation %s; after serve's TerminateOperation and SIGKILL, the controller resumed: %s", testenv.DescribeOperation(got), testenv.DescribeOperation(terminated))
+	r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed, terminate-and-resync (auto, rerunHooks) cut off after TerminateOperation; the second serve: %q; %s later no TerminateOperation or Sync (%t), operation %s",
+		firstLineOf(report), unattendedWatch, quiet, testenv.DescribeOperation(after))
+	require.Contains(t, report, "sync it by hand (argocd app sync "+app.Name+")", "the report names the fix")
+	require.True(t, quiet, "the second serve neither terminates nor syncs again:\n%s", second.logs.String())
+	require.Equal(t, synccommon.OperationFailed, phase(after), testenv.DescribeOperation(after))
+	require.True(t, after.Status.OperationState.StartedAt.Equal(&stuck), "no new operation: %s", testenv.DescribeOperation(after))
+	onlyAnnounced(t, first.slack, lost)
+}
