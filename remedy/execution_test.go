@@ -313,3 +313,27 @@ func TestShutdownLetsARemedyInFlightFinish(t *testing.T) {
 		})
 	}
 }
+
+// TestAFixOnDemandOutlivesItsRequest: the person's HTTP request goes away (the client disconnects, the server shuts
+// down) while the confirmed remedy is between two writes; the remedy finishes and records its result.
+func TestAFixOnDemandOutlivesItsRequest(t *testing.T) {
+	r := newRemediationRig(t, fixByPolicy)
+	id := openIncident(t, r, "shop")
+	plan, err := r.fixer.Fix(context.Background(), id, FixRequest{Caller: sre})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var remedyCtxErr error
+	r.stage.remediers[syncmedic.ActionRemoveHookFinalizer] = syncmedic.RemedierFunc(func(rctx context.Context, f syncmedic.Finding, dryRun bool) (syncmedic.Outcome, error) {
+		if dryRun {
+			return r.rem.Remediate(rctx, f, true)
+		}
+		cancel() // the request is gone after the first write
+		remedyCtxErr = rctx.Err()
+		return syncmedic.Outcome{Action: f.Remedy.Action, Changed: true, Steps: []string{"TerminateOperation", "Sync"}}, nil
+	})
+	res, err := r.fixer.Fix(ctx, id, FixRequest{Caller: sre, Confirm: plan.Confirm})
+	require.NoError(t, err)
+	require.NoError(t, remedyCtxErr, "the remedy's context is not the request's")
+	require.Equal(t, incident.ResultSucceeded, res.Result)
+	require.Equal(t, []string{"TerminateOperation", "Sync"}, res.Steps)
+}
