@@ -22,7 +22,7 @@ type submissions struct {
 	ids []string
 }
 
-func (s *submissions) Submit(_ context.Context, _ Ledger, id string, _ *policy.Policy) {
+func (s *submissions) Submit(_ context.Context, _ Ledger, id string) {
 	s.mu.Lock()
 	s.ids = append(s.ids, id)
 	s.mu.Unlock()

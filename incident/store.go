@@ -111,6 +111,67 @@ func writeAtomic(path, pattern string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+var (
+	_ AttemptMerger = (*FileStore)(nil)
+	_ AttemptMerger = (*ConfigMapStore)(nil)
+	_ AttemptMerger = (*MemoryStore)(nil)
+)
+
+// MergeAttempt rewrites the file with a merged into incident id (see AttemptMerger).
+func (s *FileStore) MergeAttempt(ctx context.Context, id string, a Attempt) (bool, error) {
+	incs, err := s.Load(ctx)
+	if err != nil || !mergeAttempt(incs, id, a) {
+		return false, err
+	}
+	return true, s.Save(ctx, incs)
+}
+
+// MergeAttempt writes a into incident id of the ConfigMap (see AttemptMerger), with the ConfigMap's
+// resourceVersion: a concurrent save by the leader is read again and merged, never overwritten.
+func (s *ConfigMapStore) MergeAttempt(ctx context.Context, id string, a Attempt) (bool, error) {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	found := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		incs, err := decodeStore([]byte(cm.Data[ConfigMapDataKey]))
+		if err != nil {
+			return err
+		}
+		if found = mergeAttempt(incs, id, a); !found {
+			return nil
+		}
+		b, err := encodeStore(incs)
+		if err != nil {
+			return err
+		}
+		cm.Data[ConfigMapDataKey] = string(b)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("merge an attempt into ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return found, nil
+}
+
+// MergeAttempt writes a into incident id (see AttemptMerger).
+func (s *MemoryStore) MergeAttempt(_ context.Context, id string, a Attempt) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	incs := make([]Incident, len(s.incidents))
+	for i := range s.incidents {
+		incs[i] = s.incidents[i].Clone()
+	}
+	if !mergeAttempt(incs, id, a) {
+		return false, nil
+	}
+	s.incidents = incs
+	return true, nil
+}
+
 // ConfigMapDataKey is the key of the ConfigMap store's data that holds the incidents.
 const ConfigMapDataKey = "incidents.json"
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ type Tracker struct {
 	silences   map[string]*silence.Silence // by ID (silences.go)
 	// silencesReloaded is when a follower last read the stored silences (checkSilences).
 	silencesReloaded time.Time
+	// unfinished are the open incidents loaded with a remedy's write-ahead record and no result (its replica stopped
+	// or lost the lead while it ran): the next evaluation hands them to the remediator, matched or not.
+	unfinished []string
 }
 
 var _ syncmedic.GoneSink = (*Tracker)(nil)
@@ -173,11 +177,20 @@ func (t *Tracker) observe(ctx context.Context, subject string, findings []syncme
 	if dirty {
 		t.changedLocked()
 	}
+	var unfinished []string
+	if leader {
+		unfinished, t.unfinished = t.unfinished, nil
+	}
 	t.mu.Unlock()
 
 	if leader && t.o.Remediation != nil {
 		for _, id := range matched {
-			t.o.Remediation.Submit(ctx, t, id, pol)
+			t.o.Remediation.Submit(ctx, t, id)
+		}
+		for _, id := range unfinished {
+			if !slices.Contains(matched, id) {
+				t.o.Remediation.Submit(ctx, t, id)
+			}
 		}
 	}
 }
@@ -360,14 +373,16 @@ func (t *Tracker) gcLocked(now time.Time) {
 	}
 }
 
-func (t *Tracker) saveLocked(ctx context.Context) {
+func (t *Tracker) saveLocked(ctx context.Context) error {
 	all := make([]Incident, 0, len(t.incidents))
 	for _, id := range sortedKeys(t.incidents) {
 		all = append(all, t.incidents[id].Clone())
 	}
-	if err := t.o.Store.Save(ctx, all); err != nil {
+	err := t.o.Store.Save(ctx, all)
+	if err != nil {
 		t.o.Log.Error("cannot save incidents; the next change retries", "err", err)
 	}
+	return err
 }
 
 // syncLocked merges the stored incidents into memory: the store's record wins for what was announced and done
@@ -418,6 +433,7 @@ func (t *Tracker) syncLocked(ctx context.Context) error {
 	}
 	if t.o.Remediation != nil {
 		t.o.Remediation.Seed(stored)
+		t.unfinished = t.unfinishedLocked()
 	}
 	if len(events) > 0 {
 		t.saveLocked(ctx)
@@ -494,6 +510,18 @@ func (t *Tracker) Changes() <-chan struct{} {
 		t.changed = make(chan struct{})
 	}
 	return t.changed
+}
+
+// unfinishedLocked lists the open incidents whose last attempt is a write-ahead record without a result.
+func (t *Tracker) unfinishedLocked() []string {
+	var out []string
+	for _, id := range sortedKeys(t.incidents) {
+		inc := t.incidents[id]
+		if last := inc.LastAttempt(); inc.IsOpen() && last != nil && last.Result == ResultStarted {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (t *Tracker) changedLocked() {

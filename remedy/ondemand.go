@@ -145,7 +145,12 @@ func (x *Fixer) Fix(ctx context.Context, id string, req FixRequest) (FixResult, 
 		return res, &FixError{Code: FixRateLimited, Msg: "rate limit: " + why, RetryAfter: max(time.Second, retryAt.Sub(t.Now()))}
 	}
 	d := policy.Decision{Mode: r.Mode, Act: true, Reason: fmt.Sprintf("requested by %s; policy fixBy %q for %s", req.Caller, allowedBy, f.Rule)}
-	a := s.applyAttempt(ctx, t, inc, rem, d, req.Caller.String())
+	a := s.applyAttempt(ctx, t, inc, rem, d, req.Caller.String(), func(pol *policy.Policy) string {
+		if _, ferr := fixPermission(pol, f, req.Caller); ferr != nil {
+			return ferr.Msg
+		}
+		return ""
+	})
 	res.DryRun, res.Steps, res.Result, res.Changed, res.Error = false, nonNilSteps(a.Steps, nil), a.Result, a.Changed, a.Error
 	return res, nil
 }

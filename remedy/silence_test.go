@@ -20,7 +20,7 @@ func TestSilencedIncidentIsNotRemediated(t *testing.T) {
 	require.NoError(t, err)
 	r.tr.Observe(ctx, "s", []syncmedic.Finding{hookFinding("shop", "migrate")})
 	id := r.tr.Incidents()[0].ID
-	r.stage.Submit(ctx, r.tr, id, r.policy)
+	r.stage.Submit(ctx, r.tr, id)
 	real, dry := r.rem.calls()
 	require.Zero(t, real, "no automatic remedy while silenced")
 	require.Zero(t, dry, "no dry-run record either")

@@ -72,6 +72,9 @@ type serveParts struct {
 	Handlers map[string]http.Handler
 	// Ready, when set, must return nil for /readyz to pass; /readyz names the component and shows the error.
 	Ready func() error
+	// Close, when set, releases what the Remediers use (a connection), once serve has stopped and the remedies in
+	// flight have drained.
+	Close func()
 }
 
 // contributes reports whether the component runs anything (a component that is not configured contributes nothing

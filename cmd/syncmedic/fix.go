@@ -21,6 +21,8 @@ func init() { subcommands = append(subcommands, newFixCommand) }
 // fixOptions are the flags of `syncmedic fix`.
 type fixOptions struct {
 	yes                       bool
+	offline                   bool
+	serveURL, serveTokenFile  string
 	stateFile, stateConfigMap string
 	thresholds                snapshot.Thresholds
 	live                      liveOptions
@@ -31,13 +33,20 @@ func newFixCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fix ID",
 		Short: "Apply the remedy of one finding through the tool's API (dry-run unless --yes)",
-		Long: "fix scans live again, finds the current finding with ID — its fingerprint (the `fix:` line of `syncmedic scan\n" +
-			"-o yaml`) or an incident ID (fingerprint-number, as Slack shows it) — and applies its remedy through the owning\n" +
-			"tool's API. Without --yes it only prints the exact steps it would take. With serve's incident store\n" +
-			"(--state-file or --state-configmap) it also knows the findings it saw before, and says when one is gone.",
+		Long: "fix applies the remedy of one finding — its fingerprint (the `fix:` line of `syncmedic scan -o yaml`) or an\n" +
+			"incident ID (fingerprint-number, as Slack shows it).\n\n" +
+			"With --serve-url (and --serve-token-file) it asks serve: serve's plan is printed, and with --yes confirmed, so\n" +
+			"serve's kill switch, mode, scope, fixBy (the token's name), rate limit, never-repeat memory and per-application\n" +
+			"claim apply, and the attempt is recorded on serve's incident like any fix on demand. Outside the cluster:\n" +
+			"kubectl -n syncmedic port-forward svc/syncmedic 9292, then --serve-url http://127.0.0.1:9292.\n\n" +
+			"Without --serve-url, fix scans live again and prints the exact steps it would take; --yes then refuses to\n" +
+			"apply unless --offline is given, which applies directly through the tool's API and says what it skips.\n" +
+			"With serve's incident store (--state-file or --state-configmap) it also knows the findings it saw before, and\n" +
+			"says when one is gone.",
 		Annotations: map[string]string{exitCodesAnnotation: "  0  done, or the live scan confirms a known finding is gone\n" +
-			"  2  bad usage, an ID never seen, or no automatic remedy\n" +
-			"  3  the action or a connection failed"},
+			"  2  bad usage, an ID never seen, no automatic remedy, serve refused the fix (policy, conflict, rate limit),\n" +
+			"     or --yes without --serve-url or --offline\n" +
+			"  3  the action or a connection failed (serve not reachable included)"},
 		Example: `  syncmedic fix 3f9a0c2d1e4b5a67 --argocd-server argocd.example.com:443 --argocd-token-file token
   syncmedic fix 3f9a0c2d1e4b5a67-1773144000 --argocd-server argocd.example.com:443 --argocd-token-file token --yes \
     --kubeconfig ~/.kube/config --state-configmap syncmedic/syncmedic-state`,
@@ -50,7 +59,10 @@ func newFixCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return runFix(cmd, o, args[0]) },
 	}
-	cmd.Flags().BoolVar(&o.yes, "yes", false, "apply the remedy (without it: dry-run, print the steps only)")
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "apply the remedy (without it: dry-run, print the steps only); needs --serve-url or --offline")
+	cmd.Flags().StringVar(&o.serveURL, "serve-url", "", "serve's base URL (e.g. http://127.0.0.1:9292 after kubectl -n syncmedic port-forward svc/syncmedic 9292): plan and apply through serve's fix API")
+	cmd.Flags().StringVar(&o.serveTokenFile, "serve-token-file", "", "file holding one of serve's API tokens (its --api-token-file); the token's name is the caller fixBy sees")
+	cmd.Flags().BoolVar(&o.offline, "offline", false, "with --yes and no --serve-url: apply directly through the tool's API, without serve's kill switch, rate limit, never-repeat memory, claim or incident record")
 	cmd.Flags().StringVar(&o.stateFile, "state-file", "", "serve's incident file: tells an ID that is fixed from one never seen")
 	cmd.Flags().StringVar(&o.stateConfigMap, "state-configmap", "", "serve's incident ConfigMap (namespace/name, read with --kubeconfig): tells an ID that is fixed from one never seen")
 	addThresholdFlags(cmd, &o.thresholds)
@@ -63,6 +75,17 @@ func runFix(cmd *cobra.Command, o *fixOptions, arg string) error {
 	id, err := parseFixID(arg)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	switch {
+	case o.serveURL != "" && o.offline:
+		return &exitError{code: exitUsage, err: errors.New("give --serve-url or --offline, not both")}
+	case o.serveURL != "":
+		return fixThroughServe(cmd.Context(), cmd.OutOrStdout(), o, id)
+	case o.yes && !o.offline:
+		return &exitError{code: exitUsage, err: errors.New("nothing applied: fix --yes applies through serve, so that its kill switch, rate limit, never-repeat " +
+			"memory, per-application claim and incident record apply: give --serve-url and --serve-token-file (outside the cluster: " +
+			"kubectl -n syncmedic port-forward svc/syncmedic 9292, then --serve-url http://127.0.0.1:9292); or, when serve is not " +
+			"running, --offline to apply directly through the tool's API without them")}
 	}
 	if err := o.live.resolve(false); err != nil {
 		if errors.Is(err, errNothingToScan) {
@@ -182,6 +205,9 @@ func applyFix(cmd *cobra.Command, o *fixOptions, found syncmedic.Finding) error 
 	if !ok {
 		printManual(out, found.Remedy)
 		return &exitError{code: exitUsage, err: fmt.Errorf("action %s needs %s", found.Remedy.Action, neededSource(found.Remedy.Action))}
+	}
+	if o.yes {
+		fmt.Fprintln(out, offlineSkips)
 	}
 	outcome, err := r.Remediate(cmd.Context(), found, !o.yes)
 	printOutcome(out, outcome, err)

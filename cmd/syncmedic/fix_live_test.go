@@ -146,14 +146,14 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 	})
 
 	t.Run("fix --yes with an account lacking the update permission is refused and changes nothing", func(t *testing.T) {
-		code, _, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes"}, flags(viewerFile)...)...)
+		code, _, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes", "--offline"}, flags(viewerFile)...)...)
 		require.Equal(t, exitFailed, code)
 		require.Contains(t, errOut, "applications, update")
 		require.Equal(t, before, stored(t, argo, appName, job))
 	})
 
 	t.Run("fix --yes removes the finalizer through PatchResource and the apiserver deletes the Job", func(t *testing.T) {
-		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes"}, flags(adminFile)...)...)
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes", "--offline"}, flags(adminFile)...)...)
 		require.Equal(t, exitOK, code, errOut)
 		require.Contains(t, out, "Applied "+string(syncmedic.ActionRemoveHookFinalizer))
 		require.Contains(t, out, "removed argocd.argoproj.io/hook-finalizer")
@@ -171,7 +171,7 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 		require.NoError(t, (&incident.FileStore{Path: stateFile}).Save(context.Background(), []incident.Incident{{
 			ID: f.Fingerprint + "-1773144000", Fingerprint: f.Fingerprint, Subject: appName, State: incident.StateRemediating,
 			Finding: f, OpenedAt: opened, UpdatedAt: opened}}))
-		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint + "-1773144000", "--yes", "--state-file", stateFile}, flags(adminFile)...)...)
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint + "-1773144000", "--yes", "--offline", "--state-file", stateFile}, flags(adminFile)...)...)
 		require.Equal(t, exitOK, code, errOut)
 		require.Contains(t, out, "Already fixed: the live scan no longer finds it (incident "+f.Fingerprint+"-1773144000")
 		require.Equal(t, after, stored(t, argo, appName, job))
@@ -181,7 +181,7 @@ func TestLiveScanAndFixAgainstArgoCD(t *testing.T) {
 	})
 
 	t.Run("without the store the same fingerprint exits 2: fixed and never seen look alike", func(t *testing.T) {
-		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes"}, flags(adminFile)...)...)
+		code, out, errOut := runCLI(t, append([]string{"fix", f.Fingerprint, "--yes", "--offline"}, flags(adminFile)...)...)
 		require.Equal(t, exitUsage, code, out+errOut)
 		require.Contains(t, errOut, "no current finding has ID "+f.Fingerprint)
 		require.NotContains(t, out, "Already fixed")

@@ -51,7 +51,7 @@ func TestScanAndFixReadAndWriteHelmReleasesThroughV2beta2OnFlux22(t *testing.T) 
 		require.NoError(t, (&incident.FileStore{Path: stateFile}).Save(context.Background(), []incident.Incident{{
 			ID: id, Fingerprint: f.Fingerprint, Subject: flux.ReleaseSubject(ns, "redis"), State: incident.StateFiring,
 			Finding: f, OpenedAt: opened, UpdatedAt: opened}}))
-		code, out, errOut := runCLI(t, "fix", id, "--kubeconfig", env.Kubeconfig, "--state-file", stateFile, "--yes")
+		code, out, errOut := runCLI(t, "fix", id, "--kubeconfig", env.Kubeconfig, "--state-file", stateFile, "--yes", "--offline")
 		require.Equal(t, exitUsage, code, out+errOut)
 		require.Contains(t, errOut, "the scan cannot confirm it is gone: the cluster did not serve helmreleases.helm.toolkit.fluxcd.io")
 		require.NotContains(t, out, "Already fixed")
@@ -125,7 +125,7 @@ func TestScanAndFixReadAndWriteHelmReleasesThroughV2beta2OnFlux22(t *testing.T) 
 		requested bool
 	}{
 		{name: "fix without --yes plans the reconcile request and changes nothing", wantOut: "Dry run: nothing was changed."},
-		{name: "fix --yes writes the reconcile request through v2beta2", flags: []string{"--yes"}, wantOut: "Applied " + string(syncmedic.ActionFluxReconcile), requested: true},
+		{name: "fix --yes writes the reconcile request through v2beta2", flags: []string{"--yes", "--offline"}, wantOut: "Applied " + string(syncmedic.ActionFluxReconcile), requested: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, append([]string{"fix", fp, "--kubeconfig", env.Kubeconfig}, tt.flags...)...)

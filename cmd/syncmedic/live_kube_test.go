@@ -112,7 +112,7 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 		require.Contains(t, out, "Dry run")
 		require.Equal(t, before.ResourceVersion, testenv.GetHelmRelease(t, env, ns, hr.Name).ResourceVersion, "a dry run changes nothing")
 
-		code, out, errOut = runCLI(t, "fix", fp, "--kubeconfig", env.Kubeconfig, "--stale-status-threshold", "1m", "--yes")
+		code, out, errOut = runCLI(t, "fix", fp, "--kubeconfig", env.Kubeconfig, "--stale-status-threshold", "1m", "--yes", "--offline")
 		require.Equal(t, exitOK, code, out+errOut)
 		after := testenv.GetHelmRelease(t, env, ns, hr.Name)
 		requested := after.Annotations["reconcile.fluxcd.io/requestedAt"]
@@ -123,7 +123,7 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 	})
 	t.Run("a Workflow held by artifact-gc gets forceFinalizerRemoval only with --yes", func(t *testing.T) {
 		fp := fingerprint(t, "Workflow", wf.GetName())
-		code, out, errOut := runCLI(t, "fix", fp, "--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s", "--yes")
+		code, out, errOut := runCLI(t, "fix", fp, "--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s", "--yes", "--offline")
 		require.Equal(t, exitOK, code, out+errOut)
 		got, err := env.Dynamic.Resource(testenv.WorkflowGVR).Namespace(ns).Get(context.Background(), wf.GetName(), metav1.GetOptions{})
 		require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestFixThroughTheKubernetesAPI(t *testing.T) {
 		require.Equal(t, syncmedic.ActionNone, f.Remedy.Action, "the workflow controller ignores forceFinalizerRemoval here")
 		require.Empty(t, f.Remedy.Params)
 		before := noPod.GetResourceVersion()
-		code, out, errOut := runCLI(t, "fix", f.Fingerprint, "--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s", "--yes")
+		code, out, errOut := runCLI(t, "fix", f.Fingerprint, "--kubeconfig", env.Kubeconfig, "--artifactgc-threshold", "0s", "--yes", "--offline")
 		require.Equal(t, exitUsage, code, out+errOut)
 		require.Contains(t, out, "has no effect here", "fix says why")
 		require.Contains(t, out, `--type json -p`, "and prints the removal by hand")
@@ -223,7 +223,7 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 			}
 			require.NotEmpty(t, fp, "a reader still sees the finding: %s", out)
 			before := tt.version()
-			code, out, errOut := runCLI(t, append([]string{"fix", fp, "--kubeconfig", kubeconfig, "--yes"}, tt.flags...)...)
+			code, out, errOut := runCLI(t, append([]string{"fix", fp, "--kubeconfig", kubeconfig, "--yes", "--offline"}, tt.flags...)...)
 			require.Equal(t, exitFailed, code, out+errOut)
 			require.Contains(t, errOut, tt.resource, "the refusal names the verb and the resource")
 			require.Contains(t, errOut, "manifests/base/clusterrole.yaml", "and where syncmedic's permissions are granted")

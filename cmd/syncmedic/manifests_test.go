@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,5 +41,27 @@ func TestDeploymentArgsAreServeFlags(t *testing.T) {
 		}
 		name := strings.ToLower(strings.ReplaceAll(flag, "_", "-"))
 		require.NotNil(t, serve.Flags().Lookup(name), "%s names no serve flag", e.Name)
+	}
+}
+
+// TestThePodsTerminationGraceLetsARemedyFinish keeps the shipped Deployments' terminationGracePeriodSeconds above
+// what serve's shutdown may take (--remedy-drain, then --shutdown-grace for the HTTP servers), so the kubelet never
+// kills a serve whose terminate-and-resync has terminated the operation and not yet synced again.
+func TestThePodsTerminationGraceLetsARemedyFinish(t *testing.T) {
+	serve := newServeCommand()
+	drain, err := serve.Flags().GetDuration("remedy-drain")
+	require.NoError(t, err)
+	grace, err := serve.Flags().GetDuration("shutdown-grace")
+	require.NoError(t, err)
+	need := int((drain + grace).Seconds())
+	graceLine := regexp.MustCompile(`(?m)^\s+terminationGracePeriodSeconds: (\d+)$`)
+	for _, p := range []string{"manifests/base/deployment.yaml", "charts/syncmedic/templates/deployment.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", p))
+		require.NoError(t, err)
+		m := graceLine.FindSubmatch(b)
+		require.NotNil(t, m, "%s sets no terminationGracePeriodSeconds: the default 30s cuts a remedy off between its writes", p)
+		got, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		require.Greater(t, got, need, "%s: terminationGracePeriodSeconds %d must exceed --remedy-drain %s + --shutdown-grace %s", p, got, drain, grace)
 	}
 }

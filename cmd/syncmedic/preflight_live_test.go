@@ -52,7 +52,7 @@ func TestLiveScanRefusedWithoutGetPermission(t *testing.T) {
 		{"a live scan limited to a project names that project's line",
 			append([]string{"scan"}, flags(blindFile, "--argocd-project", "default")...), "default/*"},
 		{"fix with such an account exits 3 the same way",
-			append([]string{"fix", "0123456789abcdef", "--yes"}, flags(blindFile)...), "*/*"},
+			append([]string{"fix", "0123456789abcdef", "--yes", "--offline"}, flags(blindFile)...), "*/*"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,9 @@ func TestEveryCommandsHelpListsItsExitCodes(t *testing.T) {
 					"  3  a live source could not be reached or refused the scan\n", codes)
 			case "fix":
 				require.Equal(t, "\nExit codes:\n  0  done, or the live scan confirms a known finding is gone\n"+
-					"  2  bad usage, an ID never seen, or no automatic remedy\n  3  the action or a connection failed\n", codes)
+					"  2  bad usage, an ID never seen, no automatic remedy, serve refused the fix (policy, conflict, rate limit),\n"+
+					"     or --yes without --serve-url or --offline\n"+
+					"  3  the action or a connection failed (serve not reachable included)\n", codes)
 			default:
 				require.Equal(t, "\nExit codes:\n"+exitCodesHelp+"\n", codes)
 			}

@@ -54,6 +54,7 @@ type serveOptions struct {
 	logLevel        string
 	thresholds      snapshot.Thresholds
 	shutdownGrace   time.Duration
+	remedyDrain     time.Duration
 	readinessWait   time.Duration
 	// silenceMaxDuration bounds how long a silence may last (serve_silence.go).
 	silenceMaxDuration silenceDuration
@@ -100,6 +101,8 @@ func serveCommand(o *serveOptions) *cobra.Command {
 		"(/readyz means this pod can serve the receiver and the incident API; a source outage shows in its body and the metrics); "+
 		"a refused token, a missing permission or an untrusted certificate keep a pod that was never ready unready")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long to wait for in-flight requests on shutdown")
+	f.DurationVar(&o.remedyDrain, "remedy-drain", remedy.DefaultDrain, "how long shutdown lets a remedy in flight finish (a terminate-and-resync between its TerminateOperation and its Sync), "+
+		"keeping the leader Lease meanwhile; the pod's terminationGracePeriodSeconds must exceed it (the shipped manifests give 390s)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster service account when running in a Pod)")
 	addNotifyFlags(cmd, &o.notify)
 	addSilenceFlags(f, o)
@@ -293,7 +296,7 @@ func newDaemon(ctx context.Context, o *serveOptions, cfg *rest.Config, kube kube
 	}
 	metrics := incident.NewMetrics(d.reg)
 	d.dispatcher = notify.NewDispatcher(notify.DispatcherOptions{Log: log, Registerer: d.reg})
-	d.stage = remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: remedy.NewMetrics(d.reg), Workers: 4})
+	d.stage = remedy.NewRemediationStage(remedy.RemediationOptions{Remediers: remediers, Identity: identity, Log: log, Metrics: remedy.NewMetrics(d.reg), Workers: 4, Drain: o.remedyDrain})
 	// A ConfigMap store may be unreachable at start (the apiserver restarting): serve starts anyway, unready, and
 	// announces nothing until the stored incidents load. A state file that cannot be read is an error at once.
 	d.tracker, err = incident.NewTracker(ctx, incident.TrackerOptions{Store: store, Policy: holder.Get, Publisher: reevaluateAfterRemedies(d.dispatcher, deps.Triggers),
@@ -365,13 +368,21 @@ func (d *daemon) run(ctx context.Context) error {
 		d.log.Info("component started", "component", d.names[i], "sources", len(p.Sources), "handlers", sortedKeys(p.Handlers))
 	}
 	goRun("notify", func(ctx context.Context) error { d.dispatcher.Run(ctx); return nil })
-	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); return nil })
+	// The Lease is kept until the remedies in flight have finished and recorded their result (remedy.Run drains them
+	// for up to --remedy-drain): a new leader must not start while a remedy of this one is between two writes.
+	leadCtx, endLead := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLead()
+	goRun("remediation", func(ctx context.Context) error { d.stage.Run(ctx); endLead(); return nil })
 	goRun("silences", func(ctx context.Context) error { d.tracker.Run(ctx); return nil })
 	goRun("policy", d.policy.reload)
 	// Note takes the tracker's lock, which every evaluation, notification and remedy goes through.
 	goRun("heartbeat", func(ctx context.Context) error { d.beat.run(ctx, func() { d.tracker.Note("", "") }); return nil })
 	if d.elector != nil {
-		goRun("leader election", d.elector.Run)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = d.elector.Run(leadCtx) // it returns nil, once leadCtx ends
+		}()
 	}
 	if d.slack != nil && d.slack.socket != nil {
 		goRun("slack socket mode", func(ctx context.Context) error { whileLeading(ctx, d.leading, d.slack.socket, d.log); return nil })
@@ -392,6 +403,11 @@ func (d *daemon) run(ctx context.Context) error {
 	<-ctx.Done()
 	cancel(nil)
 	wg.Wait()
+	for _, p := range d.parts {
+		if p.Close != nil {
+			p.Close()
+		}
+	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -148,7 +148,13 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 			}
 			conn.set(c)
 			return syncmedic.SourceFunc(func(ctx context.Context, sink syncmedic.Sink) error {
-				defer c.Close()
+				defer func() {
+					// A restart dials again; on shutdown the remedies in flight still use the connection while they
+					// drain: serveParts.Close closes it after them.
+					if ctx.Err() == nil {
+						c.Close()
+					}
+				}()
 				if d.Policy != nil {
 					// Warn now, not at the first incident, when the account cannot apply what the policy sets to auto.
 					pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -161,7 +167,12 @@ func startArgoCD(_ context.Context, d serveDeps, o *argoCDServeOptions) (servePa
 			}), nil
 		}}
 	ready := func() error { return src.Ready(func(syncmedic.Source) error { return w.Ready() }) }
-	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: ready}, nil
+	closeConn := func() {
+		if c := conn.c.Load(); c != nil {
+			c.Close()
+		}
+	}
+	return serveParts{Sources: []syncmedic.Source{src}, Remediers: rem.Remediers(), Ready: ready, Close: closeConn}, nil
 }
 
 // runWithAppSets runs the application watcher and the ApplicationSet poller (argocd/rollingsync-stalled) together

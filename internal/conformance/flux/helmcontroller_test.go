@@ -85,7 +85,7 @@ func TestRetriesExhaustedIsAnnouncedAndFixResetsTheRealRelease(t *testing.T) {
 	fluxreal.CreateNamespace(t, stack.Env, sc.MissingNamespace) // the cause is gone
 	f, ok := d.scanFinding(t, syncmedic.RuleRetriesExhausted, ns, "cache")
 	require.True(t, ok, "syncmedic scan --kubeconfig reports the same finding")
-	out, code := d.run(t, "fix", f.Fingerprint, "--kubeconfig", d.kube, "--yes")
+	out, code := d.run(t, "fix", f.Fingerprint, "--kubeconfig", d.kube, "--yes", "--offline")
 	require.Equal(t, 0, code, out)
 	// helm-controller records the handled request in its last status patch, after Ready: wait for both.
 	hr := stack.WaitFor(t, ns, "cache", 90*time.Second, "Ready after the reset, with the request handled", func(hr *helmv2.HelmRelease) bool {
