@@ -40,6 +40,9 @@ type Thresholds struct {
 	HookCompletion time.Duration
 	// OperationStuck: an operation Running/Terminating with no change for longer than this.
 	OperationStuck time.Duration
+	// ControllerNotProcessing: an operation Running/Terminating while the application-controller has not reconciled
+	// the application (status.reconciledAt) for longer than this (DefaultControllerNotProcessing).
+	ControllerNotProcessing time.Duration
 	// AppDeletion: an Application deleting, held by Argo CD's finalizers, for longer than this.
 	AppDeletion time.Duration
 	// HookDeletion: an operation waiting for the deletion of an old hook that is not being deleted (or that another
@@ -73,7 +76,8 @@ func (th Thresholds) Warnings() []string {
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
 	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
-		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
+		ControllerNotProcessing: DefaultControllerNotProcessing,
+		AppDeletion:             5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
 		OperationOrphaned: 10 * time.Minute, RollingSyncStalled: 30 * time.Minute}
 }
 
@@ -93,6 +97,8 @@ func Retained(a *v1alpha1.Application) *v1alpha1.Application {
 	}
 	r.Operation = a.Operation
 	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
+	// The controller's own sign that it processes the app (argocd/controller-not-processing, hook-completion-missed).
+	r.Status.ReconciledAt, r.Status.ControllerNamespace = a.Status.ReconciledAt, a.Status.ControllerNamespace
 	// What argocd/auto-sync-not-retried reads: the sync status, and the controller's SyncError saying it skips the
 	// failed revision.
 	r.Status.Sync.Status, r.Status.Sync.Revision, r.Status.Sync.Revisions = a.Status.Sync.Status, a.Status.Sync.Revision, a.Status.Sync.Revisions

@@ -73,10 +73,25 @@ func RetryDue(op *v1alpha1.OperationState) (due time.Time, ok bool) {
 	return due, true
 }
 
-// lookedSince reports whether the watcher saw the operation state change (phase, message or a sync result) after t:
-// the sign that the application-controller processed the operation after t. The second of margin covers t's
-// truncation to whole seconds (metadata timestamps). A zero StateSince — a snapshot, or no change seen since the
-// watcher started — is no sign.
-func lookedSince(obs AppObservation, t time.Time) bool {
-	return !obs.StateSince.IsZero() && obs.StateSince.After(t.Add(time.Second))
+// lookedSince reports whether the application-controller processed the application after t: the watcher saw the
+// operation state change (phase, message or a sync result) after t, or the controller reconciled the application
+// after t (reconciledSince). The second of margin covers t's truncation to whole seconds (metadata timestamps). A zero
+// StateSince — a snapshot, or no change seen since the watcher started — is no sign by itself; a snapshot has
+// status.reconciledAt.
+func lookedSince(obs AppObservation, t, now time.Time) bool {
+	return (!obs.StateSince.IsZero() && obs.StateSince.After(t.Add(time.Second))) || reconciledSince(obs, t, now)
+}
+
+// ReconcileSettle is how long after a reconciliation the rules wait before they take it as the sign that the
+// controller also processed the operation: the refresh queues the operation pass right after it (v2.14.21
+// processAppRefreshQueueItem defers appOperationQueue.AddRateLimited; v3.6.1 queues it on the Application update the
+// new reconciledAt makes), so a controller that just came back gets to record a hook it missed while it was away.
+const ReconcileSettle = 5 * time.Second
+
+// reconciledSince reports whether the application-controller reconciled the application after t
+// (status.reconciledAt, written by every comparison the refresh queue makes, whatever the operation does), at least
+// ReconcileSettle before now.
+func reconciledSince(obs AppObservation, t, now time.Time) bool {
+	r := obs.App.Status.ReconciledAt
+	return r != nil && r.Time.After(t.Add(time.Second)) && now.Sub(r.Time) >= ReconcileSettle
 }
