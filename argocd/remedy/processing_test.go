@@ -24,7 +24,6 @@ func TestTerminateNeedsTheControllersReconciliationAfterTheEvidence(t *testing.T
 	}{
 		{name: "last reconciled 8m ago, before the hook finished 6m ago: refused", reconciled: durPtr(8 * time.Minute),
 			refused: "(" + finished.Format(time.RFC3339) + "; status.reconciledAt " + now.Add(-8*time.Minute).Format(time.RFC3339) + ")"},
-		{name: "never reconciled: refused", refused: "(" + finished.Format(time.RFC3339) + "; status.reconciledAt never)"},
 		{name: "reconciled 1m ago, after the hook finished: terminated and synced again", reconciled: durPtr(time.Minute)},
 	}
 	terminators := map[string]func(r *Remedies, f syncmedic.Finding) (syncmedic.Outcome, error){

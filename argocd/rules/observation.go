@@ -30,7 +30,14 @@ type AppObservation struct {
 	StateSince time.Time
 	// UIURL is the base URL of the Argo CD UI, used for links ("" when not configured).
 	UIURL string
+	// Reconciled are the status.reconciledAt values the watcher saw, oldest first (at most MaxReconciled): the first
+	// one after a hook finished is when the controller came back to the app. Empty for a snapshot.
+	Reconciled []time.Time
 }
+
+// MaxReconciled bounds AppObservation.Reconciled; dropping the oldest only makes the first reconciliation after a
+// time look later, never earlier.
+const MaxReconciled = 32
 
 // Thresholds are the ages after which an Argo CD condition counts as stuck.
 type Thresholds struct {

@@ -53,11 +53,28 @@ func TestHookCompletionMissedNeedsTheControllersReconciliation(t *testing.T) {
 			},
 		},
 		{
-			name: "a hook that finished 10m ago, the app reconciled 2s ago: nothing until the operation pass that reconciliation queues has had its time",
+			name: "a hook that finished 10m ago, the app reconciled 2s ago (a snapshot: the first reconciliation since is unknown): nothing until the operation pass has had its time",
 			obs: func(t *testing.T) AppObservation {
 				return AppObservation{App: reconciled(app(waveOp(waitMsg, "migrate")), 2*time.Second), HooksKnown: true, ServerVersion: "v2.14.21",
 					StateSince: now.Add(-11 * time.Minute), Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", nil, 10*time.Minute, nil)}}
 			},
+		},
+		{
+			name: "v3.6.1 continued after a stop: reconciled 12m ago, then 10s ago, the hook finished 10m ago: nothing until the operation pass the controller runs within 30s",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: reconciled(app(waveOp(waitMsg, "migrate")), 10*time.Second), HooksKnown: true, ServerVersion: "v3.6.1",
+					StateSince: now.Add(-13 * time.Minute), Reconciled: []time.Time{now.Add(-12 * time.Minute), now.Add(-10 * time.Second)},
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", nil, 10*time.Minute, nil)}}
+			},
+		},
+		{
+			name: "the same 40s after the controller came back, reconciled again since: a missed completion",
+			obs: func(t *testing.T) AppObservation {
+				return AppObservation{App: reconciled(app(waveOp(waitMsg, "migrate")), 10*time.Second), HooksKnown: true, ServerVersion: "v3.6.1",
+					StateSince: now.Add(-13 * time.Minute), Reconciled: []time.Time{now.Add(-12 * time.Minute), now.Add(-40 * time.Second), now.Add(-10 * time.Second)},
+					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", nil, 10*time.Minute, nil)}}
+			},
+			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
 		},
 		{
 			name: "a hook that finished 10m ago, the app reconciled 1m ago and the operation still waits: a missed completion whose remedy carries when it finished",
@@ -71,12 +88,6 @@ func TestHookCompletionMissedNeedsTheControllersReconciliation(t *testing.T) {
 				require.Equal(t, "Job", fs[0].Object.Kind)
 				require.Equal(t, now.Add(-10*time.Minute).Format(time.RFC3339), fs[0].Remedy.Params[ParamEvidenceAt])
 				require.Contains(t, fs[0].Evidence, syncmedic.Evidence{Field: "status.reconciledAt", Value: now.Add(-time.Minute).Format(time.RFC3339), Since: at(time.Minute)})
-			},
-		},
-		{
-			name: "a hook not found, the operation unchanged for 20m, never reconciled: nothing, the controller's evidence is missing",
-			obs: func(t *testing.T) AppObservation {
-				return AppObservation{App: app(waveOp(waitMsg, "migrate")), HooksKnown: true, StateSince: now.Add(-20 * time.Minute)}
 			},
 		},
 		{

@@ -199,7 +199,10 @@ func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how
 //
 // A hook is missed only when the controller has reconciled the application after the hook finished (or after the
 // time the not-found hook is judged from) and the operation still waits for it (reconciledSince: status.reconciledAt
-// later than that, by ReconcileSettle before now). Argo CD re-reads running hooks only when its controller processes
+// later than that, its first such reconciliation OperationPassBound before now). Every Argo CD version writes
+// reconciledAt; an application without it (a hand-made status, an old syncmedic dump) gives no evidence either way and
+// is judged by the watcher's own signs, as before: a finished hook that still carries the hook finalizer only after a
+// change of the operation seen since it finished (lookedSince). Argo CD re-reads running hooks only when its controller processes
 // the app; while the controller is down, restarting, or the replica owning the app's shard is gone, argocd-server
 // still shows the hook finished, and a terminate would end a healthy sync as "Operation terminated" once the
 // controller is back (seen on v2.14.21). That case is argocd/controller-not-processing's (ControllerNotProcessing).
@@ -242,6 +245,9 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 				since = othersDone
 			}
 		} else if done, ev, at := hookFinishedAt(live); done {
+			if FinalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at, now) {
+				continue // held for the controller, which has not looked since it finished
+			}
 			why = "finished: " + ev
 			finished = at
 			if at.After(since) {
@@ -250,8 +256,11 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 		} else {
 			continue
 		}
-		if now.Sub(since) < th.HookCompletion || !reconciledSince(obs, since, now) {
-			continue // not yet past the threshold, or the controller has not looked since (maybe it is away)
+		if now.Sub(since) < th.HookCompletion {
+			continue
+		}
+		if obs.App.Status.ReconciledAt != nil && !reconciledSince(obs, since, now) {
+			continue // the controller has not looked since (it may be away: ControllerNotProcessing's)
 		}
 		o := appObjectRef(obs)
 		if live != nil {
