@@ -16,6 +16,7 @@ const (
 	RuleHookCompletionMissed     RuleID = "argocd/hook-completion-missed"
 	RuleHookImmutable            RuleID = "argocd/hook-immutable"
 	RuleOperationStuck           RuleID = "argocd/operation-stuck"
+	RuleControllerNotProcessing  RuleID = "argocd/controller-not-processing"
 	RuleAppDeletionStuck         RuleID = "argocd/app-deletion-stuck"
 	RuleHookNotDeleted           RuleID = "argocd/hook-not-deleted"
 	RuleWaitingForHealth         RuleID = "argocd/waiting-for-health"
@@ -113,6 +114,11 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "A sync operation has been Running or Terminating past the threshold with no change in its state.",
 		Severity: SeverityWarning, Threshold: 30 * time.Minute,
 		Actions: []ActionID{ActionTerminateAndResync},
+	},
+	RuleControllerNotProcessing: {
+		ID: RuleControllerNotProcessing, Automatic: AutoNone, Title: "Argo CD application-controller not processing the app",
+		Meaning:  "An operation is in progress but the application-controller has not reconciled the application (status.reconciledAt) for several reconciliation periods: it is down, restarting, or the replica owning the app's shard is gone. Nothing is terminated meanwhile.",
+		Severity: SeverityCritical, Threshold: 10 * time.Minute,
 	},
 	RuleAppDeletionStuck: {
 		ID: RuleAppDeletionStuck, Automatic: AutoNone, Title: "Argo CD application deletion stuck",

@@ -20,7 +20,8 @@ type appState struct {
 	app        *v1alpha1.Application
 	opSig      string
 	stateSince time.Time
-	gen        uint64 // bumped on every new version of the application
+	reconciled []time.Time // the status.reconciledAt values seen, oldest first (rules.AppObservation.Reconciled)
+	gen        uint64      // bumped on every new version of the application
 
 	hooks         []*unstructured.Unstructured
 	hooksKnown    bool
@@ -129,6 +130,12 @@ func (l *loop) upsert(a *v1alpha1.Application) bool {
 	if st.app != nil && sig != st.opSig {
 		st.stateSince = l.w.o.Now()
 	}
+	if r := a.Status.ReconciledAt; r != nil && (len(st.reconciled) == 0 || !st.reconciled[len(st.reconciled)-1].Equal(r.Time)) {
+		st.reconciled = append(st.reconciled, r.Time)
+		if len(st.reconciled) > rules.MaxReconciled {
+			st.reconciled = append(st.reconciled[:0], st.reconciled[1:]...)
+		}
+	}
 	st.opSig, st.app = sig, rules.Retained(a)
 	st.gen++
 	l.evaluate(st, false)
@@ -236,7 +243,7 @@ func (l *loop) fetched(in input) {
 func (l *loop) report(st *appState, now time.Time) {
 	obs := rules.AppObservation{
 		Instance: l.w.o.Instance, App: st.app, Hooks: st.hooks, HooksKnown: st.hooksKnown,
-		ServerVersion: l.w.ServerVersion(), StateSince: st.stateSince, UIURL: l.w.o.UIURL,
+		ServerVersion: l.w.ServerVersion(), StateSince: st.stateSince, UIURL: l.w.o.UIURL, Reconciled: st.reconciled,
 	}
 	fs := rules.Evaluate(obs, now, l.w.o.Thresholds)
 	l.w.stats.evals.Add(1)

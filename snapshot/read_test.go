@@ -110,7 +110,9 @@ func TestReadPathsExamples(t *testing.T) {
 		s, err := ReadPaths("../examples/stuck-cluster")
 		require.NoError(t, err)
 		require.Empty(t, s.Problems)
-		fs := Scan(s.Observe(), now, DefaultThresholds())
+		// Judged when the dump was taken (its README's --now): months later no controller has reconciled any of its
+		// running operations, and argocd/controller-not-processing is then all there is to say about them.
+		fs := Scan(s.Observe(), time.Date(2025, 6, 10, 14, 0, 0, 0, time.UTC), DefaultThresholds())
 		got := map[syncmedic.RuleID]bool{}
 		for _, f := range fs {
 			got[f.Rule] = true

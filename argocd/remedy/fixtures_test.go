@@ -13,10 +13,11 @@ import (
 
 // The shared fixtures (internal/testenv/argofixture).
 var (
-	now       = argofixture.Now
-	ago       = argofixture.Ago
-	app       = argofixture.App
-	runningOp = argofixture.RunningOp
+	now        = argofixture.Now
+	ago        = argofixture.Ago
+	app        = argofixture.App
+	runningOp  = argofixture.RunningOp
+	reconciled = argofixture.Reconciled
 )
 
 // healthWaitApp is app shop waiting for the healthy state of its Deployment web since started ago, whose health is

@@ -253,6 +253,9 @@ func (r *Remedies) terminate(ctx context.Context, t argocd.AppRef, p map[string]
 			}
 			return fmt.Sprintf("operation of app=%s is already terminating", t), false, nil
 		}
+		if step, err := checkProcessing(t, app, p); !lost && err != nil {
+			return step, false, err
+		}
 		if checkWindows && attempt == 1 {
 			if step, err := r.checkTerminateWindows(ctx, t, app); err != nil {
 				return step, false, err

@@ -21,7 +21,7 @@ func TestHookCompletionMissedCountsTheWaitFromTheHooksEnd(t *testing.T) {
 	retried := func() *AppObservation {
 		op := runningOp(2*time.Hour, waitingMsg, synccommon.OperationRunning)
 		op.RetryCount = 1
-		return &AppObservation{App: app(op), HooksKnown: true}
+		return &AppObservation{App: reconciled(app(op), time.Minute), HooksKnown: true}
 	}
 	completeJob := func(t *testing.T, cond map[string]interface{}, completionTime string) *unstructured.Unstructured {
 		j := hookJob(t, nil, nil, false)

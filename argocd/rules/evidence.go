@@ -37,6 +37,10 @@ const (
 	// ParamOperationStartedAt is the startedAt (RFC3339) of the operation the finding is about: a remedy that finds a
 	// later operation knows the fix already happened.
 	ParamOperationStartedAt = "operationStartedAt"
+	// ParamEvidenceAt is when (RFC3339) the evidence of a terminating finding dates from: the hook's finish, the time
+	// a hook not found is judged from, an operation's last change. The remedy terminates only when the
+	// application-controller has reconciled the app after it (status.reconciledAt).
+	ParamEvidenceAt = "evidenceAt"
 )
 
 // JSONPatchType is the patch type PatchResource takes for a JSON patch.

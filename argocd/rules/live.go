@@ -130,6 +130,13 @@ func NextDeadline(obs AppObservation, now time.Time, th Thresholds) time.Time {
 			}
 		}
 		consider(stuckSince(obs, op).Add(th.OperationStuck))
+		for _, r := range obs.Reconciled {
+			consider(r.Add(OperationPassBound)) // a reconciliation becomes the sign the controller looked
+		}
+		if r := obs.App.Status.ReconciledAt; r != nil {
+			consider(r.Add(OperationPassBound))
+			consider(r.Add(th.ControllerNotProcessing)) // a controller that stopped reconciling the app
+		}
 		if Orphaned(obs.App) {
 			consider(lastChange.Add(th.OperationOrphaned)) // an operation state nothing will finish
 		}

@@ -30,7 +30,14 @@ type AppObservation struct {
 	StateSince time.Time
 	// UIURL is the base URL of the Argo CD UI, used for links ("" when not configured).
 	UIURL string
+	// Reconciled are the status.reconciledAt values the watcher saw, oldest first (at most MaxReconciled): the first
+	// one after a hook finished is when the controller came back to the app. Empty for a snapshot.
+	Reconciled []time.Time
 }
+
+// MaxReconciled bounds AppObservation.Reconciled; dropping the oldest only makes the first reconciliation after a
+// time look later, never earlier.
+const MaxReconciled = 32
 
 // Thresholds are the ages after which an Argo CD condition counts as stuck.
 type Thresholds struct {
@@ -40,6 +47,9 @@ type Thresholds struct {
 	HookCompletion time.Duration
 	// OperationStuck: an operation Running/Terminating with no change for longer than this.
 	OperationStuck time.Duration
+	// ControllerNotProcessing: an operation Running/Terminating while the application-controller has not reconciled
+	// the application (status.reconciledAt) for longer than this (DefaultControllerNotProcessing).
+	ControllerNotProcessing time.Duration
 	// AppDeletion: an Application deleting, held by Argo CD's finalizers, for longer than this.
 	AppDeletion time.Duration
 	// HookDeletion: an operation waiting for the deletion of an old hook that is not being deleted (or that another
@@ -73,7 +83,8 @@ func (th Thresholds) Warnings() []string {
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
 	return Thresholds{HookFinalizer: 2 * time.Minute, HookCompletion: 5 * time.Minute, OperationStuck: 30 * time.Minute,
-		AppDeletion: 5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
+		ControllerNotProcessing: DefaultControllerNotProcessing,
+		AppDeletion:             5 * time.Minute, HookDeletion: 2 * time.Minute, WaitingForHealth: 10 * time.Minute, AutoSyncNotRetried: 5 * time.Minute,
 		OperationOrphaned: 10 * time.Minute, RollingSyncStalled: 30 * time.Minute}
 }
 
@@ -93,6 +104,8 @@ func Retained(a *v1alpha1.Application) *v1alpha1.Application {
 	}
 	r.Operation = a.Operation
 	r.Status.OperationState, r.Status.Resources = a.Status.OperationState, a.Status.Resources
+	// The controller's own sign that it processes the app (argocd/controller-not-processing, hook-completion-missed).
+	r.Status.ReconciledAt, r.Status.ControllerNamespace = a.Status.ReconciledAt, a.Status.ControllerNamespace
 	// What argocd/auto-sync-not-retried reads: the sync status, and the controller's SyncError saying it skips the
 	// failed revision.
 	r.Status.Sync.Status, r.Status.Sync.Revision, r.Status.Sync.Revisions = a.Status.Sync.Status, a.Status.Sync.Revision, a.Status.Sync.Revisions

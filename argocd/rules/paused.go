@@ -73,10 +73,44 @@ func RetryDue(op *v1alpha1.OperationState) (due time.Time, ok bool) {
 	return due, true
 }
 
-// lookedSince reports whether the watcher saw the operation state change (phase, message or a sync result) after t:
-// the sign that the application-controller processed the operation after t. The second of margin covers t's
-// truncation to whole seconds (metadata timestamps). A zero StateSince — a snapshot, or no change seen since the
-// watcher started — is no sign.
-func lookedSince(obs AppObservation, t time.Time) bool {
-	return !obs.StateSince.IsZero() && obs.StateSince.After(t.Add(time.Second))
+// lookedSince reports whether the application-controller processed the application after t: the watcher saw the
+// operation state change (phase, message or a sync result) after t, or the controller reconciled the application
+// after t (reconciledSince). The second of margin covers t's truncation to whole seconds (metadata timestamps). A zero
+// StateSince — a snapshot, or no change seen since the watcher started — is no sign by itself; a snapshot has
+// status.reconciledAt.
+func lookedSince(obs AppObservation, t, now time.Time) bool {
+	return (!obs.StateSince.IsZero() && obs.StateSince.After(t.Add(time.Second))) || reconciledSince(obs, t, now)
+}
+
+// OperationPassBound is how long after the controller's first reconciliation following t the rules wait before
+// they take it as the sign that the controller also processed the operation after t: v2.14.21 queues the operation
+// pass right after each refresh (processAppRefreshQueueItem defers appOperationQueue.AddRateLimited), while v3.6.1
+// polls an operation in progress at least every 30 s (appOperationMaxRequeueInterval) and on resource changes. Seen
+// on v3.6.1: a controller continued after a stop reconciled the app at once and recorded the finished hook more than
+// 5 s later, so a controller that just came back gets the time to record a hook that finished while it was away.
+const OperationPassBound = 35 * time.Second
+
+// reconciledSince reports whether the application-controller reconciled the application after t
+// (status.reconciledAt, written by every comparison the refresh queue makes, whatever the operation does), and the
+// first such reconciliation is at least OperationPassBound before now.
+func reconciledSince(obs AppObservation, t, now time.Time) bool {
+	first := firstReconciledAfter(obs, t)
+	return !first.IsZero() && now.Sub(first) >= OperationPassBound
+}
+
+// firstReconciledAfter is the earliest reconciliation known after t (with a second of margin for timestamps
+// truncated to seconds): the first of the reconciledAt values the watcher saw (AppObservation.Reconciled), else the
+// application's status.reconciledAt — a snapshot's only one, the latest, which is no earlier than the first. Zero
+// when the controller has not reconciled the app since t.
+func firstReconciledAfter(obs AppObservation, t time.Time) time.Time {
+	after := t.Add(time.Second)
+	for _, r := range obs.Reconciled {
+		if r.After(after) {
+			return r
+		}
+	}
+	if r := obs.App.Status.ReconciledAt; r != nil && r.Time.After(after) {
+		return r.Time
+	}
+	return time.Time{}
 }

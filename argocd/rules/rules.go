@@ -22,8 +22,16 @@ func Evaluate(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Find
 	if obs.App == nil {
 		return nil
 	}
+	// While the application-controller does not process the app, nothing about its operation is decided: the
+	// controller alone records hooks and ends operations, so that finding is the only one.
+	out := ControllerNotProcessing(obs, now, th)
+	if len(out) > 0 {
+		for i := range out {
+			out[i].Advisories = append(out[i].Advisories, Advisories(obs.ServerVersion, out[i].Rule)...)
+		}
+		return out
+	}
 	// In order of precedence: one object gets one plan (see onePlanPerObject).
-	var out []syncmedic.Finding
 	out = append(out, HookImmutable(obs, now, th)...)
 	out = append(out, HookFinalizerStuck(obs, now, th)...)
 	out = append(out, HookNotDeleted(obs, now, th)...)
@@ -84,7 +92,7 @@ func onePlanPerObject(fs []syncmedic.Finding) []syncmedic.Finding {
 //     slow hook stays, deleting, until the slow one ends;
 //   - a hook whose completion the operation still waits for (its sync result Running or Pending, or the message
 //     "waiting for completion of hook" naming it) is reported only when the controller has looked since the hook
-//     was deleted (lookedSince: a change of the operation state seen after the deletion). On each pass gitops-engine
+//     was deleted (lookedSince: a change of the operation state seen, or a reconciliation, after the deletion). On each pass gitops-engine
 //     reads a running hook's live object — still there, held by the finalizer — and records it finished (v3.6.1
 //     sync_context.go:558-571), so a result still Running after such a pass is one the controller cannot settle,
 //     while a result with no pass since is only a slow controller's;
@@ -114,7 +122,7 @@ func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []sync
 				if !onThis && how != "" {
 					continue // the wave still runs another task: gitops-engine releases the finalizer when it ends
 				}
-				if onThis && how == waitCompletion && !lookedSince(obs, dt.Time) {
+				if onThis && how == waitCompletion && !lookedSince(obs, dt.Time, now) {
 					continue // no pass of the controller since the deletion: it has not yet seen the hook finish
 				}
 				// Waiting on this hook, or on nothing visible: count from the later of the deletion and the last
@@ -124,6 +132,9 @@ func HookFinalizerStuck(obs AppObservation, now time.Time, th Thresholds) []sync
 				}
 				if how != "" {
 					extra = append(extra, syncmedic.Evidence{Field: "operation waits for", Value: how + " this hook"})
+				}
+				if onThis && how == waitCompletion {
+					extra = append(extra, reconciledEvidence(app)) // the controller looked since, and still waits
 				}
 			}
 			if now.Sub(since) < th.HookFinalizer {
@@ -184,10 +195,17 @@ func waitingOn(op *v1alpha1.OperationState, obj *unstructured.Unstructured) (how
 //
 // Nothing is reported while the controller has set the operation aside (OperationPause): a sync window returns before
 // gitops-engine runs (v2.14.21 controller/sync.go:176-186), and a retry backoff keeps the failed attempt's results,
-// so in both a hook that finished still shows Running, and the controller records it once it resumes. A finished hook
-// that still carries argocd.argoproj.io/hook-finalizer cannot have vanished before the controller saw it (the
-// finalizer exists to prevent that race): it is reported only when the controller has looked since it finished
-// (lookedSince): until then the controller is only slow.
+// so in both a hook that finished still shows Running, and the controller records it once it resumes.
+//
+// A hook is missed only when the controller has reconciled the application after the hook finished (or after the
+// time the not-found hook is judged from) and the operation still waits for it (reconciledSince: status.reconciledAt
+// later than that, its first such reconciliation OperationPassBound before now). Every Argo CD version writes
+// reconciledAt; an application without it (a hand-made status, an old syncmedic dump) gives no evidence either way and
+// is judged by the watcher's own signs, as before: a finished hook that still carries the hook finalizer only after a
+// change of the operation seen since it finished (lookedSince). Argo CD re-reads running hooks only when its controller processes
+// the app; while the controller is down, restarting, or the replica owning the app's shard is gone, argocd-server
+// still shows the hook finished, and a terminate would end a healthy sync as "Operation terminated" once the
+// controller is back (seen on v2.14.21). That case is argocd/controller-not-processing's (ControllerNotProcessing).
 func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []syncmedic.Finding {
 	op := obs.App.Status.OperationState
 	if op == nil || op.Phase != synccommon.OperationRunning || !obs.HooksKnown || OperationPause(op) != NotPaused {
@@ -227,7 +245,7 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 				since = othersDone
 			}
 		} else if done, ev, at := hookFinishedAt(live); done {
-			if FinalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at) {
+			if FinalizerIndex(live, HookFinalizer) >= 0 && !lookedSince(obs, at, now) {
 				continue // held for the controller, which has not looked since it finished
 			}
 			why = "finished: " + ev
@@ -241,6 +259,9 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 		if now.Sub(since) < th.HookCompletion {
 			continue
 		}
+		if obs.App.Status.ReconciledAt != nil && !reconciledSince(obs, since, now) {
+			continue // the controller has not looked since (it may be away: ControllerNotProcessing's)
+		}
 		o := appObjectRef(obs)
 		if live != nil {
 			o = hookObjectRef(obs, live)
@@ -250,13 +271,14 @@ func HookCompletionMissed(obs AppObservation, now time.Time, th Thresholds) []sy
 		}
 		f := syncmedic.NewFinding(syncmedic.RuleHookCompletionMissed, o, completionMissedSummary(obs, ref, live != nil, now, since, finished))
 		f.Since = since
-		f.Evidence = append(operationEvidence(op), syncmedic.Evidence{Field: "hook " + ref.String(), Value: why})
+		f.Evidence = append(operationEvidence(op), reconciledEvidence(obs.App), syncmedic.Evidence{Field: "hook " + ref.String(), Value: why})
 		if live != nil {
 			f.Evidence = append(f.Evidence, hookEvidence(live)...)
 		}
 		f.Remedy = resyncRemedy(obs, "Terminate the stuck operation, wait until it has stopped, then sync the same revision with the same options. "+
 			"The new sync runs every hook of the application again (BeforeHookCreation deletes and recreates them), this one included: "+
 			"make sure re-running them is harmless (database migrations!) before you do it.")
+		f.Remedy.Params[ParamEvidenceAt] = since.UTC().Format(time.RFC3339)
 		f.Links = appLinks(obs)
 		out = append(out, f)
 	}
@@ -413,6 +435,7 @@ func OperationStuck(obs AppObservation, now time.Time, th Thresholds) []syncmedi
 	}
 	f.Remedy = resyncRemedy(obs, "Terminate the operation and sync the same revision again; check the last message first, the operation may be waiting on something real.")
 	f.Remedy.AutoSafe = false
+	f.Remedy.Params[ParamEvidenceAt] = since.UTC().Format(time.RFC3339)
 	switch {
 	case op.Phase == synccommon.OperationTerminating:
 		f.Remedy.Description = "The operation does not finish terminating: look for a resource stuck deleting (finalizers) in the app, and for a sync window of its project (before v3.6 a window holds a terminate until it ends: argo-cd #20799, #25361); then sync again."

@@ -17,10 +17,11 @@ import (
 
 // The shared fixtures (internal/testenv/argofixture).
 var (
-	now       = argofixture.Now
-	ago       = argofixture.Ago
-	app       = argofixture.App
-	runningOp = argofixture.RunningOp
+	now        = argofixture.Now
+	ago        = argofixture.Ago
+	app        = argofixture.App
+	runningOp  = argofixture.RunningOp
+	reconciled = argofixture.Reconciled
 )
 
 func obj(t *testing.T, y string) *unstructured.Unstructured {
@@ -166,7 +167,7 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "an operation waiting past the threshold on a hook Job that completed is a missed completion",
 			obs: func(t *testing.T) AppObservation {
-				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true, ServerVersion: "v2.14.21",
+				return AppObservation{App: reconciled(app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), time.Minute), HooksKnown: true, ServerVersion: "v2.14.21",
 					Hooks: []*unstructured.Unstructured{hookJob(t, nil, nil, true)}}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
@@ -185,7 +186,7 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "an operation waiting on a hook Job that was deleted by its TTL is a missed completion",
 			obs: func(t *testing.T) AppObservation {
-				return AppObservation{App: app(runningOp(time.Hour, waiting, "")), HooksKnown: true}
+				return AppObservation{App: reconciled(app(runningOp(time.Hour, waiting, "")), time.Minute), HooksKnown: true}
 			},
 			want: []syncmedic.RuleID{syncmedic.RuleHookCompletionMissed},
 			check: func(t *testing.T, fs []syncmedic.Finding) {
@@ -254,7 +255,7 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "a deleted hook the operation still records Running after the controller's last change gets the finalizer removed first, not a terminate",
 			obs: func(t *testing.T) AppObservation {
-				return AppObservation{App: app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), HooksKnown: true,
+				return AppObservation{App: reconciled(app(runningOp(time.Hour, waiting, synccommon.OperationRunning)), time.Minute), HooksKnown: true,
 					StateSince: now.Add(-6 * time.Minute), // the controller changed the operation after the deletion
 					Hooks:      []*unstructured.Unstructured{hookJob(t, []string{HookFinalizer}, ago(10*time.Minute), true)}}
 			},
@@ -559,7 +560,7 @@ func TestRulesWaitForTheController(t *testing.T) {
 		{
 			name: "v3: the same hook after the controller changed the operation and still records it Running is a missed completion",
 			obs: func(t *testing.T) AppObservation {
-				return AppObservation{App: app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), HooksKnown: true,
+				return AppObservation{App: reconciled(app(waveOp("waiting for completion of hook batch/Job/migrate", "migrate")), time.Minute), HooksKnown: true,
 					ServerVersion: "v3.6.1", StateSince: now.Add(-6 * time.Minute),
 					Hooks: []*unstructured.Unstructured{finishedHook(t, "migrate", []string{HookFinalizer}, 10*time.Minute, nil)}}
 			},

@@ -79,6 +79,7 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.ArgoCD.HookFinalizer, "hook-finalizer-threshold", th.ArgoCD.HookFinalizer, "how long a hook may be deleting with argocd.argoproj.io/hook-finalizer before it is stuck")
 	f.DurationVar(&th.ArgoCD.HookCompletion, "hook-completion-threshold", th.ArgoCD.HookCompletion, "how long an operation may wait on a hook that already finished")
 	f.DurationVar(&th.ArgoCD.OperationStuck, "operation-stuck-threshold", th.ArgoCD.OperationStuck, "how long an operation may stay Running/Terminating with no change")
+	f.DurationVar(&th.ArgoCD.ControllerNotProcessing, "controller-not-processing-threshold", th.ArgoCD.ControllerNotProcessing, "how long an operation may be in progress while Argo CD's application-controller has not reconciled its app (status.reconciledAt)")
 	f.DurationVar(&th.ArgoCD.AppDeletion, "app-deletion-threshold", th.ArgoCD.AppDeletion, "how long an Application may be deleting, held by Argo CD's finalizers")
 	f.DurationVar(&th.ArgoCD.HookDeletion, "hook-deletion-threshold", th.ArgoCD.HookDeletion, "how long an operation may wait for the deletion of an old hook that is not being deleted")
 	f.DurationVar(&th.ArgoCD.WaitingForHealth, "waiting-for-health-threshold", th.ArgoCD.WaitingForHealth, "how long an operation may wait for the healthy state of a resource that is not healthy")

@@ -155,6 +155,7 @@ func thresholdFields(th *snapshot.Thresholds) map[syncmedic.RuleID]*time.Duratio
 		syncmedic.RuleHookFinalizerStuck:              &th.ArgoCD.HookFinalizer,
 		syncmedic.RuleHookCompletionMissed:            &th.ArgoCD.HookCompletion,
 		syncmedic.RuleOperationStuck:                  &th.ArgoCD.OperationStuck,
+		syncmedic.RuleControllerNotProcessing:         &th.ArgoCD.ControllerNotProcessing,
 		syncmedic.RuleAppDeletionStuck:                &th.ArgoCD.AppDeletion,
 		syncmedic.RuleHookNotDeleted:                  &th.ArgoCD.HookDeletion,
 		syncmedic.RuleWaitingForHealth:                &th.ArgoCD.WaitingForHealth,

@@ -53,6 +53,9 @@ type ArgoCDStackOptions struct {
 	// UI makes argocd-server serve Argo CD's web UI with extensions (ArgoCDUIOptions); a stack with UI options is
 	// started for them alone, not shared with the version's other tests.
 	UI *ArgoCDUIOptions
+	// Own starts a stack for the calling test alone (its own namespace, redis and processes), for a test that stops
+	// the application-controller for longer than the other tests of the version could bear.
+	Own bool
 }
 
 // RealArgoCD is a real Argo CD control plane run as processes from one version's multi-call binary:
@@ -148,6 +151,9 @@ func ArgoCDStack(t testing.TB, env *Env, opts ArgoCDStackOptions) *RealArgoCD {
 	key := fmt.Sprintf("%p/%s", env, opts.Version)
 	if opts.UI != nil {
 		key += fmt.Sprintf("/ui%p", opts.UI)
+	}
+	if opts.Own {
+		key += fmt.Sprintf("/own%p", t)
 	}
 	entry := stacks.byID[key]
 	if entry == nil {

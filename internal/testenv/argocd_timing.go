@@ -14,7 +14,8 @@ import (
 // control the timing of a race the controller loses only when it does not look — a hook Job that completes and is
 // deleted by its TTL before the controller sees it finish — instead of hoping the machine's load plays it. The
 // returned resume continues the controller (SIGCONT); it runs when the test ends too, and is safe to call again.
-// The stack is shared by the tests of the binary: keep the pause short (seconds), as a load spike would be.
+// The stack is shared by the tests of the binary: keep the pause short (seconds), as a load spike would be, unless
+// the stack is the test's own (ArgoCDStackOptions.Own).
 func (s *RealArgoCD) PauseController(t testing.TB) (resume func()) {
 	t.Helper()
 	pid := s.pids["argocd-application-controller"]

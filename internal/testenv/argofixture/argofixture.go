@@ -52,3 +52,10 @@ func RunningOp(started time.Duration, msg string, hookPhase synccommon.Operation
 	}
 	return op
 }
+
+// Reconciled sets a's status.reconciledAt — when the application-controller last compared it — to d before Now, and
+// returns a.
+func Reconciled(a *v1alpha1.Application, d time.Duration) *v1alpha1.Application {
+	a.Status.ReconciledAt = Ago(d)
+	return a
+}
