@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// withoutFlux builds manifests/base with the component manifests/components/without-flux, the way a user includes it.
-func withoutFlux(t *testing.T) string {
+// baseWith writes a kustomization of manifests/base with the component manifests/components/<component>, the way a
+// user includes it, and returns its directory.
+func baseWith(t *testing.T, component string) string {
 	t.Helper()
 	dir := t.TempDir()
 	rel := func(p string) string {
@@ -25,7 +26,7 @@ func withoutFlux(t *testing.T) string {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
 		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: ["+rel("base")+"]\ncomponents: ["+
-			rel(filepath.Join("components", "without-flux"))+"]\n"), 0o644))
+			rel(filepath.Join("components", component))+"]\n"), 0o644))
 	return dir
 }
 
@@ -37,7 +38,7 @@ var fluxGroups = []string{"helm.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io
 // flux-hmac-token), nothing on Flux's objects is granted, notification-controller is not admitted, and both
 // render the same rules; everything else stays as in the install with Flux.
 func TestInstallsWithoutFlux(t *testing.T) {
-	kustomized := build(t, withoutFlux(t))
+	kustomized := build(t, baseWith(t, "without-flux"))
 	charted := helmTemplate(t, "syncmedic", "syncmedic", "flux.enabled=false")
 	full := build(t, "base")
 	check := func(t *testing.T, objs, withFlux []*unstructured.Unstructured) {

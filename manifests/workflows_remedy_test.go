@@ -2,8 +2,6 @@ package manifests
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,18 +16,7 @@ import (
 // manifests/components/workflows-remedy (and the chart's workflowsRemedy.enabled) adds exactly `patch` on
 // workflows.argoproj.io, bound to syncmedic's ServiceAccount, and the apiserver then allows it.
 func TestTheWorkflowsRemedyWriteIsOptIn(t *testing.T) {
-	dir := t.TempDir()
-	rel := func(p string) string {
-		abs, err := filepath.Abs(p)
-		require.NoError(t, err)
-		r, err := filepath.Rel(dir, abs)
-		require.NoError(t, err)
-		return r
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
-		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: ["+rel("base")+"]\ncomponents: ["+
-			rel(filepath.Join("components", "workflows-remedy"))+"]\n"), 0o644))
-	objs := build(t, dir)
+	objs := build(t, baseWith(t, "workflows-remedy"))
 	var cr rbacv1.ClusterRole
 	convert(t, find(t, objs, "ClusterRole", "syncmedic-workflows-remedy"), &cr)
 	want := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"workflows"}, Verbs: []string{"patch"}}}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,27 +132,7 @@ func workDir(t *testing.T) string {
 func checkInstalled(t *testing.T, n *testenv.Node, release string) {
 	t.Helper()
 	ctx := context.Background()
-	var d appsv1.Deployment
-	var pods []corev1.Pod
-	poll(t, "the syncmedic Deployment available, its two Pods the only ones", func() (bool, error) {
-		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: "syncmedic", Name: "syncmedic"}, &d); err != nil {
-			return false, err
-		}
-		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != 2 || d.Status.ReadyReplicas != 2 ||
-			d.Status.AvailableReplicas != 2 || d.Status.Replicas != 2 {
-			return false, fmt.Errorf("%+v", d.Status)
-		}
-		// A rollout's old Pods go after the new ones are ready: wait until they are gone.
-		list, err := n.Clientset.CoreV1().Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
-		if err != nil {
-			return false, err
-		}
-		pods = list.Items
-		return len(pods) == 2, fmt.Errorf("%d Pods", len(pods))
-	})
-	for _, p := range pods {
-		require.Equal(t, makefileImage(t), p.Spec.Containers[0].Image)
-	}
+	pods := waitSyncmedicReady(t, n)
 	// notification-controller posts each event once (after a few quick retries). The install right after the other
 	// test's uninstall lost its release's event, in a full run and again alone: its Service had a new ClusterIP,
 	// which kube-proxy had not programmed yet, or which CoreDNS (its 30 s cache) did not answer yet; Argo CD's

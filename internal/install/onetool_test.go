@@ -108,9 +108,11 @@ func waitSyncmedicReady(t *testing.T, n *testenv.Node) []corev1.Pod {
 		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: "syncmedic", Name: "syncmedic"}, &d); err != nil {
 			return false, err
 		}
-		if d.Status.ObservedGeneration < d.Generation || d.Status.ReadyReplicas != 2 || d.Status.Replicas != 2 {
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != 2 || d.Status.ReadyReplicas != 2 ||
+			d.Status.AvailableReplicas != 2 || d.Status.Replicas != 2 {
 			return false, fmt.Errorf("%+v", d.Status)
 		}
+		// A rollout's old Pods go after the new ones are ready: wait until they are gone.
 		list, err := n.Clientset.CoreV1().Pods("syncmedic").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
 		if err != nil {
 			return false, err
