@@ -131,7 +131,7 @@ docs:
 test-unit:
 	go test -short -count=1 ./...
 
-# The container image, built without a container engine (hack/image, internal/imagebuild): the static syncmedic
+# The container image, built without a container engine (hack/image, internal/imagebuild, go-containerregistry): the static syncmedic
 # binary, Debian's CA certificates (package ca-certificates) and /etc/passwd and /etc/group with the user 65532,
 # nothing else, as an OCI image layout in dist/oci and one archive, dist/syncmedic-image.tar (`ctr -n k8s.io images
 # import`, `kind load image-archive`, `docker load -i`, `crane push`); it prints the image's digest.

@@ -131,6 +131,10 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"patch", "", "configmaps", "syncmedic", "syncmedic-state"},
 		{"list", "", "configmaps", "syncmedic", ""},
 		{"watch", "", "configmaps", "syncmedic", "syncmedic-state"},
+		// Events: created once per transition, never patched; the events.k8s.io API is not used.
+		{"patch", "", "events", "apps", ""},
+		{"create", "events.k8s.io", "events", "apps", ""},
+		{"patch", "events.k8s.io", "events", "apps", ""},
 		// One CRD, by name.
 		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
 		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "applications.argoproj.io"},

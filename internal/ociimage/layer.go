@@ -3,7 +3,6 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"path"
 	"sort"
 	"time"
@@ -79,23 +78,6 @@ func layerTar(files []File, mtime time.Time) ([]byte, error) {
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// gzipBytes compresses b with no name and no time in the gzip header, so the output depends on b (and the Go
-// release's compress/flate) only.
-func gzipBytes(b []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(b); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

@@ -1,25 +1,24 @@
 package ociimage
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
-)
 
-// The OCI media types of the blobs a layout holds.
-const (
-	MediaTypeIndex     = "application/vnd.oci.image.index.v1+json"
-	MediaTypeManifest  = "application/vnd.oci.image.manifest.v1+json"
-	MediaTypeConfig    = "application/vnd.oci.image.config.v1+json"
-	MediaTypeLayer     = "application/vnd.oci.image.layer.v1.tar"
-	MediaTypeLayerGzip = "application/vnd.oci.image.layer.v1.tar+gzip"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Config is what an image's configuration says besides its layer: the platform, and how its container starts.
@@ -30,7 +29,8 @@ type Config struct {
 	Env              []string
 	WorkingDir       string
 	Labels           map[string]string
-	// Created dates the image (omitted when zero); CreatedBy is its history entry.
+	// Created dates the image and its history entry (default: the layer entries' time); CreatedBy is its history
+	// entry.
 	Created   time.Time
 	CreatedBy string
 }
@@ -43,70 +43,17 @@ type Image struct {
 	Gzip   bool
 }
 
-// Descriptor is an OCI content descriptor.
-type Descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int               `json:"size"`
-	Platform    *Platform         `json:"platform,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-// Platform is the platform of a manifest in an image index.
-type Platform struct {
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-}
-
 // Layout is an OCI image layout holding one image under one name: index.json points at the image's manifest (one
 // platform) or at an image index of its manifests (several), annotated with the name for `ctr images import`.
 type Layout struct {
 	// Name is the image's reference (registry/repository:tag); Digest the digest of what index.json points at,
 	// the image's digest once pushed.
 	Name, Digest string
-	index        []byte
+	// index is what index.json lists: the image or the image index, annotated with Name.
+	index v1.ImageIndex
 	// docker is the manifest.json of `docker save` for the first image, so `docker load` of any version reads
 	// the archive too.
-	docker []byte
-	blobs  map[string][]byte
-}
-
-type manifestJSON struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Config        Descriptor   `json:"config"`
-	Layers        []Descriptor `json:"layers"`
-}
-
-type indexJSON struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Manifests     []Descriptor `json:"manifests"`
-}
-
-type configJSON struct {
-	Created      *time.Time `json:"created,omitempty"`
-	Architecture string     `json:"architecture"`
-	OS           string     `json:"os"`
-	Config       struct {
-		User       string            `json:"User,omitempty"`
-		Env        []string          `json:"Env,omitempty"`
-		Entrypoint []string          `json:"Entrypoint,omitempty"`
-		Cmd        []string          `json:"Cmd,omitempty"`
-		WorkingDir string            `json:"WorkingDir,omitempty"`
-		Labels     map[string]string `json:"Labels,omitempty"`
-	} `json:"config"`
-	RootFS struct {
-		Type    string   `json:"type"`
-		DiffIDs []string `json:"diff_ids"`
-	} `json:"rootfs"`
-	History []map[string]any `json:"history,omitempty"`
-}
-
-type dockerManifestJSON struct {
-	Config   string
-	RepoTags []string
-	Layers   []string
+	docker tarball.Manifest
 }
 
 // Build assembles the layout of the image name from one Image per platform, every layer entry dated mtime. The
@@ -115,150 +62,146 @@ func Build(name string, mtime time.Time, images ...Image) (*Layout, error) {
 	if len(images) == 0 {
 		return nil, errors.New("ociimage: no image to build")
 	}
-	l := &Layout{Name: name, blobs: map[string][]byte{}}
-	var manifests []Descriptor
+	l := &Layout{Name: name}
+	platforms := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var top mutate.Appendable
 	for i, img := range images {
-		m, layerPath, configPath, err := l.addImage(img, mtime)
+		built, err := buildImage(img, mtime)
 		if err != nil {
 			return nil, fmt.Errorf("ociimage: %s/%s: %w", img.Config.OS, img.Config.Architecture, err)
 		}
-		manifests = append(manifests, m)
 		if i == 0 {
-			if l.docker, err = json.Marshal([]dockerManifestJSON{{Config: configPath, RepoTags: []string{name},
-				Layers: []string{layerPath}}}); err != nil {
+			if l.docker, err = dockerManifest(name, built); err != nil {
 				return nil, err
 			}
 		}
+		top = built
+		platforms = mutate.AppendManifests(platforms, mutate.IndexAddendum{Add: built, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: img.Config.OS, Architecture: img.Config.Architecture}}})
 	}
-	top := manifests[0]
-	if len(manifests) > 1 {
-		b, err := json.Marshal(indexJSON{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: manifests})
+	if len(images) > 1 {
+		top = platforms
+	}
+	l.index = mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), mutate.IndexAddendum{
+		Add: top, Descriptor: v1.Descriptor{Annotations: map[string]string{
+			"io.containerd.image.name":          name,
+			"org.opencontainers.image.ref.name": name[strings.LastIndexByte(name, ':')+1:],
+		}}})
+	digest, err := top.Digest()
+	if err != nil {
+		return nil, err
+	}
+	l.Digest = digest.String()
+	return l, nil
+}
+
+// buildImage assembles img: its layer, then its configuration and OCI media types.
+func buildImage(img Image, mtime time.Time) (v1.Image, error) {
+	tar, err := layerTar(img.Files, mtime)
+	if err != nil {
+		return nil, err
+	}
+	layer := static.NewLayer(tar, types.OCIUncompressedLayer)
+	if img.Gzip {
+		// gzip at go-containerregistry's default level, with no name or time in the header.
+		if layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(tar)), nil
+		}, tarball.WithMediaType(types.OCILayer)); err != nil {
+			return nil, err
+		}
+	}
+	c := img.Config
+	if c.Created.IsZero() {
+		c.Created = mtime
+	}
+	created := v1.Time{Time: c.Created.UTC()}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	withLayer, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: v1.History{Created: created, CreatedBy: c.CreatedBy}})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := withLayer.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.Created = c.OS, c.Architecture, created
+	cfg.Config = v1.Config{User: c.User, Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir,
+		Labels: c.Labels}
+	return mutate.ConfigFile(withLayer, cfg)
+}
+
+// dockerManifest is the manifest.json of `docker save` for img, named name, pointing into the layout's blobs.
+func dockerManifest(name string, img v1.Image) (tarball.Manifest, error) {
+	config, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	d := tarball.Descriptor{Config: blobPath(config), RepoTags: []string{name}}
+	for _, layer := range layers {
+		digest, err := layer.Digest()
 		if err != nil {
 			return nil, err
 		}
-		top = l.add(MediaTypeIndex, b)
+		d.Layers = append(d.Layers, blobPath(digest))
 	}
-	top.Platform = nil
-	top.Annotations = map[string]string{
-		"io.containerd.image.name":          name,
-		"org.opencontainers.image.ref.name": name[strings.LastIndexByte(name, ':')+1:],
-	}
-	l.Digest = top.Digest
-	var err error
-	l.index, err = json.Marshal(indexJSON{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []Descriptor{top}})
-	return l, err
+	return tarball.Manifest{d}, nil
 }
 
-// addImage adds an image's layer, configuration and manifest, and returns the manifest's descriptor and the
-// layout paths of its layer and configuration.
-func (l *Layout) addImage(img Image, mtime time.Time) (Descriptor, string, string, error) {
-	layer, err := layerTar(img.Files, mtime)
-	if err != nil {
-		return Descriptor{}, "", "", err
-	}
-	diffID := digestOf(layer)
-	layerType := MediaTypeLayer
-	if img.Gzip {
-		if layer, err = gzipBytes(layer); err != nil {
-			return Descriptor{}, "", "", err
-		}
-		layerType = MediaTypeLayerGzip
-	}
-	c := img.Config
-	var cfg configJSON
-	cfg.Architecture, cfg.OS = c.Architecture, c.OS
-	if !c.Created.IsZero() {
-		created := c.Created.UTC()
-		cfg.Created = &created
-	}
-	cfg.Config.User, cfg.Config.Env, cfg.Config.Entrypoint, cfg.Config.Cmd = c.User, c.Env, c.Entrypoint, c.Cmd
-	cfg.Config.WorkingDir, cfg.Config.Labels = c.WorkingDir, c.Labels
-	cfg.RootFS.Type, cfg.RootFS.DiffIDs = "layers", []string{diffID}
-	if c.CreatedBy != "" {
-		h := map[string]any{"created_by": c.CreatedBy}
-		if cfg.Created != nil {
-			h["created"] = cfg.Created
-		}
-		cfg.History = []map[string]any{h}
-	}
-	config, err := json.Marshal(cfg)
-	if err != nil {
-		return Descriptor{}, "", "", err
-	}
-	layerDesc, configDesc := l.add(layerType, layer), l.add(MediaTypeConfig, config)
-	manifest, err := json.Marshal(manifestJSON{SchemaVersion: 2, MediaType: MediaTypeManifest, Config: configDesc,
-		Layers: []Descriptor{layerDesc}})
-	if err != nil {
-		return Descriptor{}, "", "", err
-	}
-	m := l.add(MediaTypeManifest, manifest)
-	m.Platform = &Platform{Architecture: c.Architecture, OS: c.OS}
-	return m, blobPath(layerDesc.Digest), blobPath(configDesc.Digest), nil
-}
-
-// add stores blob and returns its descriptor.
-func (l *Layout) add(mediaType string, blob []byte) Descriptor {
-	d := Descriptor{MediaType: mediaType, Digest: digestOf(blob), Size: len(blob)}
-	l.blobs[d.Digest] = blob
-	return d
-}
-
-// Blob returns the blob of digest, or nil when the layout has none.
-func (l *Layout) Blob(digest string) []byte { return l.blobs[digest] }
+func blobPath(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
 
 // Index returns the layout's index.json.
-func (l *Layout) Index() []byte { return l.index }
+func (l *Layout) Index() ([]byte, error) { return l.index.RawManifest() }
 
-// files returns the layout's files: oci-layout, index.json, docker's manifest.json and the blobs.
-func (l *Layout) files() []File {
-	files := []File{
-		{Path: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`), Mode: 0o644},
-		{Path: "index.json", Data: l.index, Mode: 0o644},
-		{Path: "manifest.json", Data: l.docker, Mode: 0o644},
-		{Path: "blobs", Dir: true}, {Path: "blobs/sha256", Dir: true},
-	}
-	digests := make([]string, 0, len(l.blobs))
-	for d := range l.blobs {
-		digests = append(digests, d)
-	}
-	sort.Strings(digests)
-	for _, d := range digests {
-		files = append(files, File{Path: blobPath(d), Data: l.blobs[d], Mode: 0o644})
-	}
-	return files
-}
-
-// Tar returns the layout as one tar archive: `ctr images import`, `kind load image-archive`, `docker load` and
-// `crane push` read it.
-func (l *Layout) Tar() ([]byte, error) {
-	return layerTar(l.files(), time.Unix(0, 0))
-}
-
-// WriteDir writes the layout into dir (created; what it held before is left in place).
+// WriteDir writes the layout into dir (created; the blobs it held before are left in place): oci-layout,
+// index.json and the blobs (go-containerregistry's layout writer), and docker's manifest.json.
 func (l *Layout) WriteDir(dir string) error {
-	for _, f := range l.files() {
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if f.Dir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-			return err
-		}
+	if _, err := layout.Write(dir, l.index); err != nil {
+		return fmt.Errorf("ociimage: writing the layout into %s: %w", dir, err)
 	}
-	return nil
+	b, err := json.Marshal(l.docker)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
 }
 
-func blobPath(digest string) string {
-	return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:")
-}
-
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+// Tar returns the layout as one tar archive (the files WriteDir writes, dated the Unix epoch, owned by root, files
+// 0644 and directories 0755): `ctr images import`, `kind load image-archive`, `docker load` and `crane push` read
+// it.
+func (l *Layout) Tar() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "ociimage-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := l.WriteDir(dir); err != nil {
+		return nil, err
+	}
+	var files []File
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		f := File{Path: filepath.ToSlash(rel), Dir: d.IsDir(), Mode: 0o644}
+		if f.Dir {
+			f.Mode = 0o755
+		} else if f.Data, err = os.ReadFile(p); err != nil {
+			return err
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return layerTar(files, time.Unix(0, 0))
 }

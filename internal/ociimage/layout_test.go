@@ -1,10 +1,19 @@
 package ociimage
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,6 +41,7 @@ func TestBuildIsAPureFunctionOfItsInput(t *testing.T) {
 			mtime  time.Time
 			same   bool
 		}{
+			{"the same images built again", []Image{testImage("amd64", gz, files...)}, epoch, true},
 			{"the same files in another order", []Image{testImage("amd64", gz, files[2], files[0], files[1])}, epoch, true},
 			{"another file content", []Image{testImage("amd64", gz, File{Path: "bin/x", Data: []byte("y"), Mode: 0o755}, files[1], files[2])}, epoch, false},
 			{"another mode", []Image{testImage("amd64", gz, File{Path: "bin/x", Data: []byte("x"), Mode: 0o700}, files[1], files[2])}, epoch, false},
@@ -57,11 +67,13 @@ func TestReadLayerFindsEachPlatformsFilesThroughTheIndex(t *testing.T) {
 	amd := File{Path: "x", Data: []byte("amd64"), Mode: 0o755, UID: 65532, GID: 65532}
 	arm := File{Path: "x", Data: []byte("arm64"), Mode: 0o755}
 	cases := []struct {
-		name   string
-		images []Image
+		name      string
+		images    []Image
+		topType   types.MediaType
+		layerType types.MediaType
 	}{
-		{"one platform, uncompressed", []Image{testImage("amd64", false, amd)}},
-		{"two platforms, gzip", []Image{testImage("amd64", true, amd), testImage("arm64", true, arm)}},
+		{"one platform, uncompressed", []Image{testImage("amd64", false, amd)}, types.OCIManifestSchema1, types.OCIUncompressedLayer},
+		{"two platforms, gzip", []Image{testImage("amd64", true, amd), testImage("arm64", true, arm)}, types.OCIImageIndex, types.OCILayer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,29 +81,73 @@ func TestReadLayerFindsEachPlatformsFilesThroughTheIndex(t *testing.T) {
 			require.NoError(t, err)
 			archive, err := l.Tar()
 			require.NoError(t, err)
-			var index indexJSON
-			require.NoError(t, json.Unmarshal(l.Index(), &index))
+			raw, err := l.Index()
+			require.NoError(t, err)
+			index, err := v1.ParseIndexManifest(bytes.NewReader(raw))
+			require.NoError(t, err)
+			require.Equal(t, types.OCIImageIndex, index.MediaType)
 			require.Len(t, index.Manifests, 1)
-			require.Equal(t, l.Digest, index.Manifests[0].Digest)
-			require.Equal(t, "ghcr.io/x/y:v1", index.Manifests[0].Annotations["io.containerd.image.name"])
-			require.Equal(t, "v1", index.Manifests[0].Annotations["org.opencontainers.image.ref.name"])
+			top := index.Manifests[0]
+			require.Equal(t, l.Digest, top.Digest.String())
+			require.Equal(t, c.topType, top.MediaType)
+			require.Nil(t, top.Platform)
+			require.Equal(t, map[string]string{"io.containerd.image.name": "ghcr.io/x/y:v1",
+				"org.opencontainers.image.ref.name": "v1"}, top.Annotations)
 			for _, img := range c.images {
 				files, config, err := ReadLayer(archive, "linux", img.Config.Architecture)
 				require.NoError(t, err)
 				require.Equal(t, img.Files, files)
-				var cfg configJSON
-				require.NoError(t, json.Unmarshal(config, &cfg))
+				cfg, err := v1.ParseConfigFile(bytes.NewReader(config))
+				require.NoError(t, err)
 				require.Equal(t, img.Config.Architecture, cfg.Architecture)
 				require.Equal(t, "65532:65532", cfg.Config.User)
+				require.Equal(t, time.Unix(0, 0).UTC(), cfg.Created.UTC(), "dated the layer's time when Created is zero")
 			}
 			_, _, err = ReadLayer(archive, "linux", "s390x")
 			require.ErrorContains(t, err, "s390x")
-			var docker []dockerManifestJSON
-			require.NoError(t, json.Unmarshal(l.docker, &docker))
+
+			entries := archiveEntries(t, archive)
+			var docker tarball.Manifest
+			require.NoError(t, json.Unmarshal(entries["manifest.json"], &docker))
 			require.Len(t, docker, 1, "docker's manifest.json names the first image")
 			require.Equal(t, []string{"ghcr.io/x/y:v1"}, docker[0].RepoTags)
-			require.NotNil(t, l.Blob("sha256:"+docker[0].Config[len("blobs/sha256/"):]))
+			require.Contains(t, entries, docker[0].Config)
+			require.Len(t, docker[0].Layers, 1)
+			require.Contains(t, entries, docker[0].Layers[0])
+			require.JSONEq(t, `{"imageLayoutVersion":"1.0.0"}`, string(entries["oci-layout"]))
+			require.Equal(t, raw, entries["index.json"])
+
+			dir := t.TempDir()
+			require.NoError(t, l.WriteDir(dir))
+			for name, data := range entries {
+				got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+				require.NoError(t, err)
+				require.Equal(t, data, got, "WriteDir writes what Tar archives: %s", name)
+			}
 		})
+	}
+}
+
+// archiveEntries returns the regular files of a tar archive by name, and checks every entry is dated the epoch and
+// owned by root.
+func archiveEntries(t *testing.T, archive []byte) map[string][]byte {
+	t.Helper()
+	entries := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return entries
+		}
+		require.NoError(t, err)
+		require.Equal(t, time.Unix(0, 0).UTC(), h.ModTime.UTC(), h.Name)
+		require.Equal(t, 0, h.Uid, h.Name)
+		if h.Typeflag == tar.TypeReg {
+			require.Equal(t, int64(0o644), h.Mode, h.Name)
+			b, err := io.ReadAll(tr)
+			require.NoError(t, err)
+			entries[h.Name] = b
+		}
 	}
 }
 

@@ -40,6 +40,11 @@ type Options struct {
 
 // Notifier creates a core/v1 Event on the object of an incident when it opens, when an automatic action ends, and
 // when it resolves. Dry-run records are not actions and leave no Event.
+//
+// It creates each Event itself, synchronously, rather than through client-go's tools/events recorder: the recorder
+// returns before writing, only logs a refused Event, drops what is still in flight when it shuts down or after 12
+// failed tries, and names Events by time, so a transition delivered again after a failover becomes a second Event.
+// notify.Durable marks a transition delivered when Notify succeeds; Notify succeeds only once the Event exists.
 type Notifier struct {
 	o Options
 }

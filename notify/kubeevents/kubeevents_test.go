@@ -2,7 +2,11 @@ package kubeevents
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +14,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/incident"
@@ -110,4 +116,54 @@ func TestANumberedTransitionDeliveredTwiceLeavesOneEvent(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, events.Items, 2)
 	})
+}
+
+// outage fails every request while down is set, as an unreachable apiserver does.
+type outage struct {
+	rt   http.RoundTripper
+	down *atomic.Bool
+}
+
+func (o outage) RoundTrip(r *http.Request) (*http.Response, error) {
+	if o.down.Load() {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	}
+	return o.rt.RoundTrip(r)
+}
+
+// notify.Durable marks a transition delivered when Notify succeeds: during an outage Notify must fail with retry
+// (the transition stays queued, and a stop does not lose it), and once the apiserver answers, the same delivery
+// leaves exactly one Event.
+func TestAnOutageIsRetriedAndThenLeavesOneEvent(t *testing.T) {
+	env := testenv.Kube(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	down := &atomic.Bool{}
+	down.Store(true)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return outage{rt: rt, down: down} }
+	n := New(Options{Client: kubernetes.NewForConfigOrDie(cfg), Host: "syncmedic-0"})
+	f := syncmedic.NewFinding(syncmedic.RuleRetriesExhausted, syncmedic.ObjectRef{Tool: syncmedic.ToolFlux,
+		Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease", Namespace: ns, Name: "web"}, "stalled")
+	opened := incident.Event{Kind: incident.EventOpened, At: time.Now(), Seq: 1,
+		Incident: incident.Incident{ID: f.Fingerprint + "-1", Finding: f}}
+
+	retry, err := n.Notify(ctx, opened)
+	require.ErrorContains(t, err, "create Event "+ReasonIncidentOpened+" on ")
+	require.ErrorContains(t, err, "connection refused")
+	require.True(t, retry, "an unreachable apiserver is retried")
+
+	down.Store(false)
+	retry, err = n.Notify(ctx, opened)
+	require.NoError(t, err)
+	require.False(t, retry)
+	events, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, events.Items, 1)
+	e := events.Items[0]
+	require.Equal(t, ReasonIncidentOpened, e.Reason)
+	require.Equal(t, corev1.EventTypeWarning, e.Type)
+	require.Equal(t, corev1.ObjectReference{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Namespace: ns,
+		Name: "web"}, e.InvolvedObject)
+	require.Equal(t, "syncmedic incident "+opened.Incident.ID+" ("+string(syncmedic.RuleRetriesExhausted)+"): stalled", e.Message)
 }
