@@ -461,6 +461,27 @@ func TestResyncNeverSyncsAnOperationThatEndedByItself(t *testing.T) {
 		require.Empty(t, fake.syncs)
 		require.Zero(t, fake.terminated)
 	})
+	t.Run("a finding made on a finished operation (hook-immutable's failed sync) is synced while that operation is unchanged", func(t *testing.T) {
+		a := stuckApp()
+		ended(synccommon.OperationFailed, "one or more objects failed to apply: field is immutable")(a)
+		finding := stuckFinding(a)
+		finding.Remedy.Params[rules.ParamOperationPhase] = string(synccommon.OperationFailed)
+		fake := &fakeRemedyArgo{app: a, version: "v2.14.21"}
+		out, err := newTestRemedies(t, fake).TerminateAndResync(context.Background(), finding, false)
+		require.NoError(t, err, "steps: %v", out.Steps)
+		require.Len(t, fake.syncs, 1, "the failed sync the finding was about is synced again")
+		require.Zero(t, fake.terminated, "nothing to terminate")
+		require.True(t, out.Changed)
+
+		b := stuckApp()
+		ended(synccommon.OperationSucceeded, "successfully synced (all tasks run)")(b)
+		finding = stuckFinding(b)
+		finding.Remedy.Params[rules.ParamOperationPhase] = string(synccommon.OperationFailed)
+		fake = &fakeRemedyArgo{app: b, version: "v2.14.21"}
+		out, err = newTestRemedies(t, fake).TerminateAndResync(context.Background(), finding, false)
+		require.NoError(t, err)
+		require.Empty(t, fake.syncs, "planned on Failed, now Succeeded: it ended by itself: %v", out.Steps)
+	})
 	t.Run("an operation syncmedic terminated is still synced on the next attempt", func(t *testing.T) {
 		a := stuckApp()
 		finding := stuckFinding(a)

@@ -37,7 +37,7 @@ func (r *Remedies) planResync(ctx context.Context, t argocd.AppRef, p map[string
 		return "Get failed", err
 	}
 	startedAt := p[rules.ParamOperationStartedAt]
-	if step, ended := r.endedByItself(t, app, startedAt); ended {
+	if step, ended := r.endedByItself(t, app, startedAt, p[rules.ParamOperationPhase]); ended {
 		return step, syncmedic.Permanent(errors.New(step + " — re-plan if it is stuck again"))
 	}
 	return fmt.Sprintf("Get app=%s: operation started at %s, phase %s (the plan is for this operation only)", t, startedAtOf(app), phaseOf(app)), nil
@@ -61,14 +61,18 @@ func stopped(app *v1alpha1.Application) bool {
 // endedByItself reports whether the operation started at startedAt is no longer Running for a reason other than a
 // TerminateOperation of these remedies: it completed (Succeeded, Failed, Error), someone else is terminating it, or
 // the application holds no operation state. Syncing then would repeat a sync that nobody needs repeated (every hook
-// runs again); the step says when and how it ended.
-func (r *Remedies) endedByItself(t argocd.AppRef, app *v1alpha1.Application, startedAt string) (string, bool) {
+// runs again); the step says when and how it ended. planned is the phase the finding saw (rules.ParamOperationPhase):
+// an operation still in that finished phase is the one the plan was made for.
+func (r *Remedies) endedByItself(t argocd.AppRef, app *v1alpha1.Application, startedAt, planned string) (string, bool) {
 	st := app.Status.OperationState
 	if st == nil {
 		return fmt.Sprintf("app=%s has no operation state any more: the operation this plan was for is gone; nothing to fix", t), true
 	}
 	if st.Phase == synccommon.OperationRunning || r.terminatedHere(t, startedAt) {
 		return "", false
+	}
+	if planned != "" && string(st.Phase) == planned && (startedAt == "" || startedAtOf(app) == startedAt) {
+		return "", false // the plan was made for this finished operation (hook-immutable's failed sync): it did not end by itself since
 	}
 	if st.Phase == synccommon.OperationTerminating {
 		return fmt.Sprintf("the operation of app=%s started at %s is being terminated by someone else (%s): not syncing over their decision; nothing to fix", t, startedAtOf(app), st.Message), true
@@ -119,7 +123,7 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 		out.Steps = append(out.Steps, fmt.Sprintf("app=%s has a newer operation than the stuck one: nothing to do", t))
 		return out, nil
 	}
-	if step, ended := r.endedByItself(t, app, startedAt); ended {
+	if step, ended := r.endedByItself(t, app, startedAt, p[rules.ParamOperationPhase]); ended {
 		out.Steps = append(out.Steps, step+": not syncing again")
 		return out, nil
 	}

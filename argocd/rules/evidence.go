@@ -29,11 +29,14 @@ const (
 	// on nothing (the object was re-created).
 	ParamUID = "uid"
 	// ParamThenSync is "true" when the operation must be terminated (if running) and synced again after the patch.
-	ParamThenSync    = "thenSync"
-	ParamRevision    = "revision"
-	ParamRevisions   = "revisions"
-	ParamSyncOptions = "syncOptions"
-	ParamPrune       = "prune"
+	ParamThenSync = "thenSync"
+	// ParamOperationPhase is, with thenSync, the phase of the operation the finding was made for: a sync that already
+	// ended (hook-immutable's Failed sync) is the state the remedy was planned for, not one that ended by itself.
+	ParamOperationPhase = "operationPhase"
+	ParamRevision       = "revision"
+	ParamRevisions      = "revisions"
+	ParamSyncOptions    = "syncOptions"
+	ParamPrune          = "prune"
 	// ParamOperationStartedAt is the startedAt (RFC3339) of the operation the finding is about: a remedy that finds a
 	// later operation knows the fix already happened.
 	ParamOperationStartedAt = "operationStartedAt"
@@ -181,6 +184,9 @@ func removeFinalizerRemedy(obs AppObservation, h *unstructured.Unstructured, idx
 		ParamUID: string(h.GetUID()),
 	}
 	syncParams(obs, p)
+	if op := obs.App.Status.OperationState; thenSync && op != nil {
+		p[ParamOperationPhase] = string(op.Phase)
+	}
 	patchCmd := fmt.Sprintf("argocd app patch-resource %s --kind %s --resource-name %s --namespace %s", cliAppName(obs), gvk.Kind, h.GetName(), h.GetNamespace())
 	if gvk.Group != "" {
 		patchCmd += " --group " + gvk.Group

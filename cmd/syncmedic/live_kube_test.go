@@ -195,15 +195,15 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 
 	tests := []struct {
-		name, kind, object, resource string
+		name, kind, object, resource, grants string
 		flags                        []string
 		version                      func() string
 	}{
 		{name: "the HelmRelease reconcile request is refused without patch on helmreleases", kind: "HelmRelease", object: hr.Name,
-			resource: `cannot patch resource "helmreleases" in API group "helm.toolkit.fluxcd.io"`, flags: []string{"--stale-status-threshold", "1m"},
+			resource: `cannot patch resource "helmreleases" in API group "helm.toolkit.fluxcd.io"`, grants: "manifests/base/clusterrole.yaml", flags: []string{"--stale-status-threshold", "1m"},
 			version: func() string { return testenv.GetHelmRelease(t, env, ns, hr.Name).ResourceVersion }},
 		{name: "the Workflow forceFinalizerRemoval is refused without patch on workflows", kind: "Workflow", object: wf.GetName(),
-			resource: `cannot patch resource "workflows" in API group "argoproj.io"`, flags: []string{"--artifactgc-threshold", "0s"},
+			resource: `cannot patch resource "workflows" in API group "argoproj.io"`, grants: "manifests/components/workflows-remedy", flags: []string{"--artifactgc-threshold", "0s"},
 			version: func() string {
 				got, err := env.Dynamic.Resource(testenv.WorkflowGVR).Namespace(ns).Get(ctx, wf.GetName(), metav1.GetOptions{})
 				require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 			code, out, errOut := runCLI(t, append([]string{"fix", fp, "--kubeconfig", kubeconfig, "--yes", "--offline"}, tt.flags...)...)
 			require.Equal(t, exitFailed, code, out+errOut)
 			require.Contains(t, errOut, tt.resource, "the refusal names the verb and the resource")
-			require.Contains(t, errOut, "manifests/base/clusterrole.yaml", "and where syncmedic's permissions are granted")
+			require.Contains(t, errOut, tt.grants, "and how the install grants that permission")
 			require.Equal(t, before, tt.version(), "nothing changed")
 		})
 	}
