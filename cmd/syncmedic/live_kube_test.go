@@ -196,8 +196,8 @@ func TestFixRefusedByKubernetesRBACChangesNothing(t *testing.T) {
 
 	tests := []struct {
 		name, kind, object, resource, grants string
-		flags                        []string
-		version                      func() string
+		flags                                []string
+		version                              func() string
 	}{
 		{name: "the HelmRelease reconcile request is refused without patch on helmreleases", kind: "HelmRelease", object: hr.Name,
 			resource: `cannot patch resource "helmreleases" in API group "helm.toolkit.fluxcd.io"`, grants: "manifests/base/clusterrole.yaml", flags: []string{"--stale-status-threshold", "1m"},
