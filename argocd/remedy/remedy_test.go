@@ -462,6 +462,8 @@ func TestResyncNeverSyncsAnOperationThatEndedByItself(t *testing.T) {
 		require.Zero(t, fake.terminated)
 	})
 	t.Run("a finding made on a finished operation (hook-immutable's failed sync) is synced while that operation is unchanged", func(t *testing.T) {
+		// hand-written state (through ended): a unit test of the remedy's decision against an in-memory fake; the
+		// real controller's Failed hook-immutable sync is driven in argocd/remedy's TestLiveScenarios.
 		a := stuckApp()
 		ended(synccommon.OperationFailed, "one or more objects failed to apply: field is immutable")(a)
 		finding := stuckFinding(a)

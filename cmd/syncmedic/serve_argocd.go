@@ -344,11 +344,11 @@ func warnAnonymousExtension(ctx context.Context, opts argocd.ClientOptions, pol 
 		log.Info("argocd-server lets no anonymous user invoke the " + argocd.ExtensionName + " extension")
 		return
 	}
-	{
-		p := (*policy.Policy)(nil)
-		if pol != nil {
-			p = pol()
+	trustGroups := false
+	if pol != nil {
+		if p := pol(); p != nil {
+			trustGroups = p.TrustProxyGroups
 		}
-		log.Warn(argocd.AnonymousExtensionWarning(argocd.ExtensionName, p != nil && p.TrustProxyGroups))
 	}
+	log.Warn(argocd.AnonymousExtensionWarning(argocd.ExtensionName, trustGroups))
 }
