@@ -91,9 +91,13 @@ func NewGitServer(t testing.TB) *GitServer {
 const GitRepositoryName = "repo"
 
 // CreateGitRepository creates GitRepository "repo" in namespace pointing at g's branch main, fetched every
-// interval.
+// interval, and waits until source-controller serves its first artifact. A Kustomization created before that is
+// told "Source artifact not found, retrying in 30s" by kustomize-controller: that requeue stays queued after the
+// artifact arrives and fires 30s later, in phase with a dependent's 30s dependency re-check, and a re-check that
+// meets its dependency mid-reconcile (Ready=Unknown) waits another 30s (a fresh-clone make test saw apps wait 60s).
 func CreateGitRepository(t testing.TB, env *testenv.Env, namespace string, g *GitServer, interval time.Duration) {
 	t.Helper()
+	defer waitGitRepositoryArtifact(t, env, namespace, 90*time.Second)
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": GitRepositoryAPIVersion, "kind": "GitRepository",
 		"metadata": map[string]any{"name": GitRepositoryName, "namespace": namespace},
@@ -102,6 +106,31 @@ func CreateGitRepository(t testing.TB, env *testenv.Env, namespace string, g *Gi
 	}}
 	if err := env.Client.Create(context.Background(), obj); err != nil {
 		t.Fatalf("fluxreal: creating GitRepository %s/%s: %v", namespace, GitRepositoryName, err)
+	}
+}
+
+// waitGitRepositoryArtifact waits until GitRepository "repo" in namespace has status.artifact.revision.
+func waitGitRepositoryArtifact(t testing.TB, env *testenv.Env, namespace string, timeout time.Duration) {
+	t.Helper()
+	if t.Failed() {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(GitRepositoryAPIVersion)
+		u.SetKind("GitRepository")
+		err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: GitRepositoryName}, u)
+		if err == nil {
+			if rev, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision"); rev != "" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			t.Fatalf("fluxreal: GitRepository %s/%s has no artifact within %s (get: %v); conditions: %v", namespace, GitRepositoryName, timeout, err, conds)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
