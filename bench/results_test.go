@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/syncmedic/syncmedic/bench/internal/benchcheck"
 	"github.com/syncmedic/syncmedic/bench/internal/benchutil"
 )
 
@@ -193,4 +194,16 @@ func figures(doc string) []figure {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].line < out[j].line })
 	return out
+}
+
+// TestReadmeShowsTheNewestBenchCheck fails when bench/README.md's bench-check section is not the one `make
+// bench-check` generates from the newest results/check-*.json.
+func TestReadmeShowsTheNewestBenchCheck(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	path, r, err := benchcheck.Newest("results")
+	require.NoError(t, err)
+	want, err := benchcheck.ReplaceSection(string(readme), benchcheck.Section(filepath.Base(path), r))
+	require.NoError(t, err)
+	require.Equal(t, want, string(readme), "run make bench-check (or go run ./bench/check) to regenerate the section from %s", path)
 }
