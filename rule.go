@@ -38,6 +38,7 @@ const (
 	RuleKustomizationHealthCheckStuck   RuleID = "flux/kustomization-health-check-stuck"
 	RuleKustomizationDeletionStuck      RuleID = "flux/kustomization-deletion-stuck"
 	RuleKustomizationStaleRevision      RuleID = "flux/kustomization-stale-revision"
+	RuleReconcileRequestNotHandled      RuleID = "flux/reconcile-request-not-handled"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -223,6 +224,11 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "The Kustomization's source has served a newer artifact than status.lastAppliedRevision for longer than spec.interval plus the threshold while the Kustomization is not suspended. A reconcile request is proposed only when the controller has not tried that revision; a failed apply is notified.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 		Actions: []ActionID{ActionFluxReconcileKustomization},
+	},
+	RuleReconcileRequestNotHandled: {
+		ID: RuleReconcileRequestNotHandled, Automatic: AutoNone, Title: "Flux reconcile request never handled",
+		Meaning:  "A HelmRelease's or Kustomization's reconcile.fluxcd.io/requestedAt has differed from status.lastHandledReconcileAt for longer than the object's timeout (twice a HelmRelease's action timeout) plus the threshold. The controllers mark a request handled when any reconcile ends, so none is reconciling the object: it is not running, its queue is stalled, or the object's sharding.fluxcd.io/key label is one no controller selects.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleDeprecatedStoredVersion: {
 		ID: RuleDeprecatedStoredVersion, Automatic: AutoNone, Title: "HelmRelease CRD still stores a deprecated version",

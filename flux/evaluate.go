@@ -160,6 +160,11 @@ func nextThreshold(hr *helmv2.HelmRelease, deps map[types.NamespacedName]*helmv2
 	if at := ReadyUnknownDeadline(hr, th); !at.IsZero() {
 		candidates = append(candidates, at)
 	}
+	if !hr.Spec.Suspend && hr.DeletionTimestamp == nil {
+		if at := requestDeadline(hr.Annotations, hr.Status.LastHandledReconcileAt, releaseRequestBudget(hr), th); !at.IsZero() {
+			candidates = append(candidates, at)
+		}
+	}
 	var next time.Time
 	for _, t := range candidates {
 		if t.After(now) && (next.IsZero() || t.Before(next)) {

@@ -86,7 +86,9 @@ type KustomizationStatus struct {
 	Conditions            []metav1.Condition `json:"conditions,omitempty"`
 	LastAppliedRevision   string             `json:"lastAppliedRevision,omitempty"`
 	LastAttemptedRevision string             `json:"lastAttemptedRevision,omitempty"`
-	Inventory             *ResourceInventory `json:"inventory,omitempty"`
+	// LastHandledReconcileAt is the reconcile.fluxcd.io/requestedAt value the controller last handled.
+	LastHandledReconcileAt string             `json:"lastHandledReconcileAt,omitempty"`
+	Inventory              *ResourceInventory `json:"inventory,omitempty"`
 }
 
 // ResourceInventory is status.inventory: the objects the Kustomization applied.

@@ -28,6 +28,7 @@ func EvaluateKustomization(obs KustomizationObservation, now time.Time, th Thres
 	var out []syncmedic.Finding
 	for _, rule := range []func(KustomizationObservation, time.Time, Thresholds) []syncmedic.Finding{
 		KustomizationDeletionStuck, KustomizationDependencyNotReady, KustomizationHealthCheckStuck, KustomizationStaleRevision,
+		KustomizationRequestNotHandled,
 	} {
 		out = append(out, rule(obs, now, th)...)
 	}
@@ -268,6 +269,11 @@ func KustomizationNextDeadline(obs KustomizationObservation, now time.Time, th T
 	if obs.SourceKnown && !obs.Source.LastUpdateTime.IsZero() && obs.Source.Revision != k.Status.LastAppliedRevision {
 		if since, ok := staleSince(obs); ok {
 			at = append(at, since.Add(k.Spec.Interval.Duration+th.kustomization()))
+		}
+	}
+	if !k.Spec.Suspend && k.DeletionTimestamp.IsZero() {
+		if t := requestDeadline(k.Annotations, k.Status.LastHandledReconcileAt, k.Timeout(), th); !t.IsZero() {
+			at = append(at, t)
 		}
 	}
 	var next time.Time

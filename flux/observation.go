@@ -81,6 +81,9 @@ type Thresholds struct {
 	// Kustomization: the margin the Kustomization rules add to kustomize-controller's own timing (dependency
 	// re-check, spec.timeout, spec.interval) and the age of a held deletion.
 	Kustomization time.Duration
+	// ReconcileRequest: a reconcile.fluxcd.io/requestedAt the controller has not handled, for longer than the
+	// object's timeout (twice a HelmRelease's: an action and its remediation) plus this.
+	ReconcileRequest time.Duration
 }
 
 // DependencyRequeue is helm-controller's default --requeue-dependency: how often a release waiting on a dependency
@@ -98,5 +101,6 @@ func (th Thresholds) Warnings() []string {
 
 // DefaultThresholds are the defaults the catalog documents.
 func DefaultThresholds() Thresholds {
-	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute, ReadyUnknown: 5 * time.Minute, Kustomization: 5 * time.Minute}
+	return Thresholds{StaleStatus: 10 * time.Minute, DependencyNotReady: 5 * time.Minute, ReleaseDeletion: 5 * time.Minute, ReadyUnknown: 5 * time.Minute, Kustomization: 5 * time.Minute,
+		ReconcileRequest: 5 * time.Minute}
 }

@@ -31,6 +31,7 @@ func EvaluateRelease(obs ReleaseObservation, now time.Time, th Thresholds) []syn
 	out = append(out, RetriesExhausted(obs, now, th)...)
 	out = append(out, ReleaseDeletionStuck(obs, now, th)...)
 	out = append(out, ReadyUnknownStuck(obs, now, th)...)
+	out = append(out, ReleaseRequestNotHandled(obs, now, th)...)
 	return out
 }
 

@@ -164,6 +164,7 @@ func thresholdFields(th *snapshot.Thresholds) map[syncmedic.RuleID]*time.Duratio
 		syncmedic.RuleRollingSyncStalled:              &th.ArgoCD.RollingSyncStalled,
 		syncmedic.RuleReleaseDeletionStuck:            &th.Flux.ReleaseDeletion,
 		syncmedic.RuleReadyUnknownStuck:               &th.Flux.ReadyUnknown,
+		syncmedic.RuleReconcileRequestNotHandled:      &th.Flux.ReconcileRequest,
 		syncmedic.RuleStuckTerminating:                &th.Kube.Terminating,
 		syncmedic.RuleWebhookBackendMissing:           &th.Kube.WebhookBackend,
 		syncmedic.RuleArtifactGCFinalizerStuck:        &th.Kube.ArtifactGC,

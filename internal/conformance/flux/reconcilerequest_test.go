@@ -1,0 +1,146 @@
+package flux_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/syncmedic/syncmedic"
+	"github.com/syncmedic/syncmedic/internal/conformance"
+	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
+)
+
+// requestThreshold is serve's --reconcile-request-threshold in the scenario below.
+const requestThreshold = 5 * time.Second
+
+// Issue 49 item 6 on the real kustomize-controller v1.7.3: Kustomization "app" (timeout 30s) is Ready; kustomize-
+// controller is frozen (SIGSTOP) between two runs and a reconcile request is written on app, as `flux reconcile
+// kustomization` writes it. The request stays unhandled (status.lastHandledReconcileAt keeps the older value), and
+// serve (threshold 5s) announces flux/reconcile-request-not-handled on app past the timeout plus the threshold; scan
+// --kubeconfig reports it too. Resumed, kustomize-controller handles the request and the incident resolves. Near
+// misses: "twin", whose request (written before the freeze) the controller handled within seconds, and "paused",
+// suspended, with a request written during the freeze: both evaluated, neither reported.
+func TestKustomizationRequestNotHandledIsAnnounced(t *testing.T) {
+	stack, ns, git := kustomizeStack(t)
+	t.Parallel()
+	row := &conformance.Row{Version: kustomizeV1, Scenario: "reconcile request written while kustomize-controller is frozen (SIGSTOP); timeout 30s; a request handled before the freeze; a suspended twin with a request (serve, threshold 5s)"}
+	defer record(t, row)
+	git.Repo.Write(t, "app/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n")
+	git.Repo.Commit(t, "first")
+	fluxreal.CreateGitRepository(t, stack.Env, ns, git, 5*time.Second)
+	d := startServe(t, stack, ns, notifyPolicy, "--reconcile-request-threshold", requestThreshold.String())
+	from := d.logLen()
+	for _, name := range []string{"app", "twin", "paused"} {
+		stack.CreateKustomization(t, ns, fluxreal.Kustomization{Name: name, Path: "./app", Timeout: 30 * time.Second, TargetNamespace: ns})
+	}
+	for _, name := range []string{"app", "twin", "paused"} {
+		stack.WaitForKustomization(t, ns, name, 90*time.Second, "Ready", fluxreal.KustomizationReady)
+	}
+	stack.PatchKustomization(t, ns, "paused", map[string]any{"suspend": true})
+
+	handled := func(value string) func(*unstructured.Unstructured) bool {
+		return func(u *unstructured.Unstructured) bool {
+			h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
+			return h == value
+		}
+	}
+	twinReq := request(t, stack, ns, "twin")
+	stack.WaitForKustomization(t, ns, "twin", 60*time.Second, "the request handled", handled(twinReq))
+	tookTwin := time.Since(mustParse(t, twinReq))
+
+	// Freeze it between two runs (a run first marks Ready=Unknown "Reconciliation in progress": frozen then, it
+	// would be a health check in progress forever, another rule's state).
+	resume := pauseKustomizeControllerWhenIdle(t, stack, ns, func(u *unstructured.Unstructured) bool {
+		ready, _, _ := fluxreal.KustomizationCondition(u, "Ready")
+		return ready == "True"
+	}, "app", "twin", "paused")
+	defer resume()
+	before, _, _ := unstructured.NestedString(stack.GetKustomization(t, ns, "app").Object, "status", "lastHandledReconcileAt")
+	appReq := request(t, stack, ns, "app")
+	pausedReq := request(t, stack, ns, "paused")
+
+	root := announcedOnce(t, d.slack, syncmedic.RuleReconcileRequestNotHandled, "app", 90*time.Second, "flux/reconcile-request-not-handled announced on Slack")
+	waited := time.Since(mustParse(t, appReq))
+	require.GreaterOrEqual(t, waited, 30*time.Second+requestThreshold, "not before the timeout plus the threshold")
+	require.Contains(t, root.Text, "Kustomization "+ns+"/app")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	app := stack.GetKustomization(t, ns, "app")
+	require.False(t, handled(appReq)(app), "the request is still unhandled while the controller is frozen")
+	f, ok := d.scanFinding(t, syncmedic.RuleReconcileRequestNotHandled, ns, "app", "--reconcile-request-threshold", requestThreshold.String())
+	require.True(t, ok, "scan --kubeconfig reports it too")
+	require.Empty(t, f.Remedy.Action, "notify only")
+	require.Equal(t, syncmedic.Evidence{Field: "metadata.annotations[reconcile.fluxcd.io/requestedAt]", Value: appReq, Since: f.Evidence[0].Since}, f.Evidence[0])
+	require.Equal(t, "status.lastHandledReconcileAt", f.Evidence[1].Field)
+	require.Equal(t, orNone(before), f.Evidence[1].Value)
+	require.False(t, handled(pausedReq)(stack.GetKustomization(t, ns, "paused")), "the suspended twin's request is pending too")
+	evalsTwin := d.lookedAtKustomization(t, ns, "twin", from)
+	evalsPaused := d.lookedAtKustomization(t, ns, "paused", from)
+
+	resume()
+	stack.WaitForKustomization(t, ns, "app", 90*time.Second, "the request handled once resumed", handled(appReq))
+	require.Eventually(t, func() bool {
+		for _, p := range d.slack.thread(root.TS) {
+			if strings.Contains(strings.ToLower(p.Text), "resolved") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	require.Less(t, tookTwin, 30*time.Second+requestThreshold, "the handled request was handled within the bound")
+	row.Controller = fmt.Sprintf("frozen: requestedAt kept, lastHandledReconcileAt kept (%s) ≥ the timeout plus the threshold; resumed: handled; a request before the freeze: handled within the bound", handledText(before))
+	row.Syncmedic = fmt.Sprintf("flux/reconcile-request-not-handled on Kustomization app (notify; scan too), resolved once handled; handled request: no finding (evaluated: %t); suspended with a request: no finding (evaluated: %t)", evalsTwin > 0, evalsPaused > 0)
+}
+
+// request writes reconcile.fluxcd.io/requestedAt on Kustomization namespace/name as `flux reconcile kustomization`
+// does (the current time, RFC 3339 with nanoseconds) and returns the value.
+func request(t *testing.T, stack *fluxreal.Stack, namespace, name string) string {
+	t.Helper()
+	v := time.Now().UTC().Format(time.RFC3339Nano)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(fluxreal.KustomizationGVK)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, v)
+	require.NoError(t, stack.Env.Client.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))))
+	return v
+}
+
+func mustParse(t *testing.T, v string) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, v)
+	require.NoError(t, err)
+	return at
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
+// handledText is what the row says of lastHandledReconcileAt before the request: whether the controller had handled
+// one (the value itself is a time of the run).
+func handledText(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return "an earlier request"
+}
