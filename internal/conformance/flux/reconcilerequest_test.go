@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/syncmedic/syncmedic"
 	"github.com/syncmedic/syncmedic/internal/conformance"
+	"github.com/syncmedic/syncmedic/internal/testenv"
 	"github.com/syncmedic/syncmedic/internal/testenv/fluxreal"
 )
 
@@ -143,4 +145,93 @@ func handledText(v string) string {
 		return "none"
 	}
 	return "an earlier request"
+}
+
+// Issue 49 item 6 on the real helm-controller v1.4.3: HelmRelease "cache" (spec.timeout 10s) is installed and
+// Ready; helm-controller is frozen (SIGSTOP) between two runs and a reconcile request is written, as `flux
+// reconcile helmrelease` writes it. The request stays unhandled, and serve (threshold 5s) announces
+// flux/reconcile-request-not-handled on cache past twice the timeout plus the threshold. Resumed, helm-controller
+// handles it and the incident resolves. Near miss: "twin", whose request the running controller handled, is
+// evaluated and not reported.
+func TestReleaseRequestNotHandledIsAnnounced(t *testing.T) {
+	env := testenv.KubePrivate(t)
+	stack, ns, repo := setupPrivate(t, env, fluxreal.Options{Helm: fluxreal.HelmControllerV1})
+	t.Parallel()
+	const timeout = 10 * time.Second
+	row := &conformance.Row{Version: helmV1, Scenario: "reconcile request written while helm-controller is frozen (SIGSTOP); spec.timeout 10s; a request handled before the freeze (serve, threshold 5s)"}
+	defer record(t, row)
+	repo.Publish(t, fluxreal.ConfigMapChart("cache", "1.0.0"))
+	for _, name := range []string{"cache", "twin"} {
+		stack.CreateRelease(t, ns, fluxreal.Release{Name: name, Chart: "cache", Version: "1.0.0", Timeout: timeout})
+	}
+	for _, name := range []string{"cache", "twin"} {
+		stack.WaitFor(t, ns, name, 120*time.Second, "Ready", fluxreal.IsReady)
+	}
+	d := startServe(t, stack, ns, notifyPolicy, "--reconcile-request-threshold", requestThreshold.String())
+	from := d.logLen()
+	handled := func(value string) func(*helmv2.HelmRelease) bool {
+		return func(hr *helmv2.HelmRelease) bool { return hr.Status.LastHandledReconcileAt == value }
+	}
+	twinReq := requestRelease(t, stack, ns, "twin")
+	stack.WaitFor(t, ns, "twin", 60*time.Second, "the request handled", handled(twinReq))
+
+	// Freeze it between two runs: each run first marks the release Ready=Unknown; frozen then, it would be an
+	// action in progress forever, another rule's state.
+	var resume func()
+	for attempt := 1; ; attempt++ {
+		for _, name := range []string{"cache", "twin"} {
+			stack.WaitFor(t, ns, name, 90*time.Second, "Ready before the freeze", fluxreal.IsReady)
+		}
+		resume = stack.PauseHelmController(t)
+		time.Sleep(time.Second)
+		if fluxreal.IsReady(stack.Get(t, ns, "cache")) && fluxreal.IsReady(stack.Get(t, ns, "twin")) {
+			break
+		}
+		resume()
+		require.Less(t, attempt, 10, "helm-controller was never frozen between two runs")
+	}
+	defer resume()
+	before := stack.Get(t, ns, "cache").Status.LastHandledReconcileAt
+	req := requestRelease(t, stack, ns, "cache")
+
+	root := announcedOnce(t, d.slack, syncmedic.RuleReconcileRequestNotHandled, "cache", 90*time.Second, "flux/reconcile-request-not-handled announced on Slack")
+	require.GreaterOrEqual(t, time.Since(mustParse(t, req)), 2*timeout+requestThreshold, "not before twice the timeout plus the threshold")
+	require.Contains(t, root.Text, "HelmRelease "+ns+"/cache")
+	require.False(t, handled(req)(stack.Get(t, ns, "cache")), "the request is still unhandled while the controller is frozen")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	evals := d.lookedAt(t, ns, "twin", from)
+
+	resume()
+	stack.WaitFor(t, ns, "cache", 90*time.Second, "the request handled once resumed", handled(req))
+	require.Eventually(t, func() bool {
+		for _, p := range d.slack.thread(root.TS) {
+			if strings.Contains(strings.ToLower(p.Text), "resolved") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+	row.Controller = fmt.Sprintf("frozen: requestedAt kept, lastHandledReconcileAt kept (%s) ≥ twice the timeout plus the threshold; resumed: handled; a request before the freeze: handled", handledText(before))
+	row.Syncmedic = fmt.Sprintf("flux/reconcile-request-not-handled on HelmRelease cache (notify), resolved once handled; handled request: no finding (evaluated: %t)", evals > 0)
+}
+
+// requestRelease writes reconcile.fluxcd.io/requestedAt on HelmRelease namespace/name as `flux reconcile
+// helmrelease` does and returns the value.
+func requestRelease(t *testing.T, stack *fluxreal.Stack, namespace, name string) string {
+	t.Helper()
+	v := time.Now().UTC().Format(time.RFC3339Nano)
+	hr := &helmv2.HelmRelease{}
+	hr.Namespace, hr.Name = namespace, name
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, v)
+	require.NoError(t, stack.Env.Client.Patch(context.Background(), hr, client.RawPatch(types.MergePatchType, []byte(patch))))
+	return v
 }
