@@ -39,6 +39,7 @@ const (
 	RuleKustomizationDeletionStuck      RuleID = "flux/kustomization-deletion-stuck"
 	RuleKustomizationStaleRevision      RuleID = "flux/kustomization-stale-revision"
 	RuleReconcileRequestNotHandled      RuleID = "flux/reconcile-request-not-handled"
+	RuleKustomizationImmutableField     RuleID = "flux/kustomization-immutable-field"
 )
 
 // Rule is a catalog entry: what a rule means and how it behaves by default.
@@ -224,6 +225,11 @@ var catalog = map[RuleID]Rule{
 		Meaning:  "The Kustomization's source has served a newer artifact than status.lastAppliedRevision for longer than spec.interval plus the threshold while the Kustomization is not suspended. A reconcile request is proposed only when the controller has not tried that revision; a failed apply is notified.",
 		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 		Actions: []ActionID{ActionFluxReconcileKustomization},
+	},
+	RuleKustomizationImmutableField: {
+		ID: RuleKustomizationImmutableField, Automatic: AutoNone, Title: "Kustomization apply refused: field is immutable",
+		Meaning:  "The Kustomization has been Ready=False for longer than the threshold because the apiserver refuses to change an immutable field of an object it applies (a selector, a Job's template, a Service's clusterIP) and spec.force is off: kustomize-controller fails the same way on every retry until the change is reverted or the object recreated.",
+		Severity: SeverityWarning, Threshold: 5 * time.Minute,
 	},
 	RuleReconcileRequestNotHandled: {
 		ID: RuleReconcileRequestNotHandled, Automatic: AutoNone, Title: "Flux reconcile request never handled",

@@ -51,6 +51,8 @@ type KustomizationSpec struct {
 	Suspend       bool                      `json:"suspend,omitempty"`
 	Prune         bool                      `json:"prune"`
 	Wait          bool                      `json:"wait,omitempty"`
+	// Force is spec.force: recreate objects whose apply an immutable field refuses.
+	Force bool `json:"force,omitempty"`
 	// DeletionPolicy is "MirrorPrune" (the default), "Delete", "WaitForTermination" or "Orphan".
 	DeletionPolicy string                 `json:"deletionPolicy,omitempty"`
 	HealthChecks   []HealthCheckReference `json:"healthChecks,omitempty"`
@@ -218,6 +220,17 @@ type KustomizationObservation struct {
 	// as in a one-shot scan): the stale-revision clock of a spec kustomize-controller has not yet run to success
 	// (status.observedGeneration behind: resumed from suspend, edited) starts there.
 	GenerationSeen time.Time
+	// Refused is the last apply refusal for an immutable field the source saw on this Kustomization's current
+	// lastAttemptedRevision (nil: none, or a one-shot scan). kustomize-controller marks Ready=Unknown while it
+	// retries, dropping the refusal's message; the immutable-field rule keeps judging it across those retries.
+	Refused *Refusal
+}
+
+// Refusal is an apply refused for an immutable field: the Ready message, the revision it was for, and when the
+// source first saw it.
+type Refusal struct {
+	Message, Revision string
+	Since             time.Time
 }
 
 // KustomizationSubject is the subject under which a Kustomization's evaluations are reported. It does not start

@@ -28,7 +28,7 @@ func EvaluateKustomization(obs KustomizationObservation, now time.Time, th Thres
 	var out []syncmedic.Finding
 	for _, rule := range []func(KustomizationObservation, time.Time, Thresholds) []syncmedic.Finding{
 		KustomizationDeletionStuck, KustomizationDependencyNotReady, KustomizationHealthCheckStuck, KustomizationStaleRevision,
-		KustomizationRequestNotHandled,
+		KustomizationRequestNotHandled, KustomizationImmutableField,
 	} {
 		out = append(out, rule(obs, now, th)...)
 	}
@@ -207,6 +207,9 @@ func KustomizationStaleRevision(obs KustomizationObservation, now time.Time, th 
 		{Field: "spec.interval", Value: k.Spec.Interval.Duration.String()},
 	}
 	if k.Status.LastAttemptedRevision == obs.Source.Revision {
+		if c := k.Condition(meta.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, ImmutableMessage) && !k.Spec.Force {
+			return nil // flux/kustomization-immutable-field names the refused field and the ways out
+		}
 		f.Summary += ": its apply of that revision failed"
 		f.Remedy = syncmedic.Remedy{
 			Description: "kustomize-controller tried this revision and failed (Ready's message says why): fix the manifests or what they need in the cluster and push a new commit; a reconcile request would only repeat the failure.",
@@ -251,6 +254,15 @@ func KustomizationNextDeadline(obs KustomizationObservation, now time.Time, th T
 		switch {
 		case c.Status == metav1.ConditionUnknown:
 			at = append(at, c.LastTransitionTime.Add(k.Timeout()+th.kustomization()))
+			if r := obs.Refused; r != nil {
+				at = append(at, r.Since.Add(th.kustomization()))
+			}
+		case c.Status == metav1.ConditionFalse && strings.Contains(c.Message, ImmutableMessage):
+			since := c.LastTransitionTime.Time
+			if r := obs.Refused; r != nil && r.Since.Before(since) {
+				since = r.Since
+			}
+			at = append(at, since.Add(th.kustomization()))
 		case c.Reason == meta.DependencyNotReadyReason:
 			since := c.LastTransitionTime.Time
 			for _, d := range k.Spec.DependsOn {

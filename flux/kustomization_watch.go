@@ -88,6 +88,43 @@ type KustomizationWatcher struct {
 	// seen is when each Kustomization's current generation was first seen (KustomizationObservation.GenerationSeen).
 	seenMu sync.Mutex
 	seen   map[types.NamespacedName]generationSeen
+	// refused is each Kustomization's last immutable-field refusal (KustomizationObservation.Refused), under seenMu.
+	refused map[types.NamespacedName]refusalSeen
+}
+
+// refusalSeen is a refusal of one object (by UID).
+type refusalSeen struct {
+	uid types.UID
+	Refusal
+}
+
+// refusal returns k's immutable-field refusal on its current lastAttemptedRevision, remembering a new one (seen now,
+// or at Ready's transition when that is earlier) and forgetting it once Ready says anything else than the refusal
+// or a retry in progress, or the revision changes.
+func (w *KustomizationWatcher) refusal(k *Kustomization, now time.Time) *Refusal {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	nn := types.NamespacedName{Namespace: k.Namespace, Name: k.Name}
+	old, had := w.refused[nn]
+	had = had && old.uid == k.UID && old.Revision == k.Status.LastAttemptedRevision
+	ready := k.Condition(meta.ReadyCondition)
+	switch {
+	case ready != nil && ready.Status == metav1.ConditionFalse && strings.Contains(ready.Message, ImmutableMessage):
+		r := Refusal{Message: ready.Message, Revision: k.Status.LastAttemptedRevision, Since: now}
+		if t := ready.LastTransitionTime.Time; !t.IsZero() && t.Before(now) {
+			r.Since = t
+		}
+		if had {
+			r.Since = old.Since
+		}
+		w.refused[nn] = refusalSeen{uid: k.UID, Refusal: r}
+		return &r
+	case had && ready != nil && ready.Status == metav1.ConditionUnknown:
+		r := old.Refusal
+		return &r
+	}
+	delete(w.refused, nn)
+	return nil
 }
 
 // generationSeen is a generation of one object (by UID) and when the watcher first saw it.
@@ -114,6 +151,7 @@ func (w *KustomizationWatcher) forget(nn types.NamespacedName) {
 	w.seenMu.Lock()
 	defer w.seenMu.Unlock()
 	delete(w.seen, nn)
+	delete(w.refused, nn)
 }
 
 var _ syncmedic.Source = (*KustomizationWatcher)(nil)
@@ -151,7 +189,8 @@ func NewKustomizationWatcher(o KustomizationWatcherOptions) (*KustomizationWatch
 	}
 	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.NamespacedName]{Name: "flux-kustomizations"})
 	return &KustomizationWatcher{opts: o, log: log.With("source", "flux-kustomization"), cache: c, direct: direct, queue: q,
-		gvk: schema.GroupVersionKind{Group: KustomizationGroup, Version: o.APIVersion, Kind: KustomizationKind}, seen: map[types.NamespacedName]generationSeen{}}, nil
+		gvk: schema.GroupVersionKind{Group: KustomizationGroup, Version: o.APIVersion, Kind: KustomizationKind}, seen: map[types.NamespacedName]generationSeen{},
+		refused: map[types.NamespacedName]refusalSeen{}}, nil
 }
 
 // APIVersion is the Kustomization API version watched.
@@ -254,7 +293,7 @@ func (w *KustomizationWatcher) evaluate(ctx context.Context, nn types.Namespaced
 // and — only when a rule may judge them — the health-checked objects and the Events.
 func (w *KustomizationWatcher) observe(ctx context.Context, k *Kustomization, now time.Time) KustomizationObservation {
 	obs := KustomizationObservation{Kustomization: k, Dependencies: map[types.NamespacedName]*Kustomization{}, DependenciesKnown: true,
-		GenerationSeen: w.generationSeen(k, now)}
+		GenerationSeen: w.generationSeen(k, now), Refused: w.refusal(k, now)}
 	for _, d := range k.Spec.DependsOn {
 		nn := k.dependencyKey(d)
 		u := w.newObject()

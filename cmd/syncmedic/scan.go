@@ -94,7 +94,7 @@ func addThresholdFlags(cmd *cobra.Command, th *snapshot.Thresholds) {
 	f.DurationVar(&th.Flux.ReleaseDeletion, "release-deletion-threshold", th.Flux.ReleaseDeletion, "how long a HelmRelease may be deleting, held by helm-controller's finalizer")
 	f.DurationVar(&th.Flux.ReadyUnknown, "ready-unknown-threshold", th.Flux.ReadyUnknown, "how long past its action's timeout a HelmRelease may stay Ready=Unknown (in progress)")
 	f.DurationVar(&th.Flux.ReconcileRequest, "reconcile-request-threshold", th.Flux.ReconcileRequest, "how long past the object's timeout (twice a HelmRelease's action timeout) a Flux reconcile request may stay unhandled")
-	f.DurationVar(&th.Flux.Kustomization, "kustomization-threshold", th.Flux.Kustomization, "the margin the Kustomization rules add to kustomize-controller's own timing (dependency re-check, spec.timeout, spec.interval) and how long a Kustomization may be deleting, held by its finalizer")
+	f.DurationVar(&th.Flux.Kustomization, "kustomization-threshold", th.Flux.Kustomization, "the margin the Kustomization rules add to kustomize-controller's own timing (dependency re-check, spec.timeout, spec.interval) , how long a Kustomization may be deleting, held by its finalizer, and how long its apply may be refused for an immutable field")
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions) error {

@@ -172,16 +172,17 @@ func thresholdFields(th *snapshot.Thresholds) map[syncmedic.RuleID]*time.Duratio
 		syncmedic.RuleDependencyNotReadyFalse:         &th.Flux.DependencyNotReady,
 		syncmedic.RuleKustomizationDependencyNotReady: nil, syncmedic.RuleKustomizationHealthCheckStuck: nil,
 		syncmedic.RuleKustomizationDeletionStuck: nil, syncmedic.RuleKustomizationStaleRevision: nil,
+		syncmedic.RuleKustomizationImmutableField: nil,
 	}
 }
 
-// kustomizationThreshold is the policy's threshold for the four Kustomization rules, which share one margin
+// kustomizationThreshold is the policy's threshold for the five Kustomization rules, which share one margin
 // (--kustomization-threshold): the smallest any of them sets, so each is reported no later than its own asks.
 func kustomizationThreshold(p *policy.Policy) (time.Duration, bool) {
 	var out time.Duration
 	found := false
 	for _, id := range []syncmedic.RuleID{syncmedic.RuleKustomizationDependencyNotReady, syncmedic.RuleKustomizationHealthCheckStuck,
-		syncmedic.RuleKustomizationDeletionStuck, syncmedic.RuleKustomizationStaleRevision} {
+		syncmedic.RuleKustomizationDeletionStuck, syncmedic.RuleKustomizationStaleRevision, syncmedic.RuleKustomizationImmutableField} {
 		if d, ok := p.Threshold(id); ok && (!found || d < out) {
 			out, found = d, true
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 // TestPolicyThresholdsReachEveryRule: a policy threshold of a rule added by issue 30 reaches the threshold its rule
-// reads; the four Kustomization rules share one margin, which takes the smallest of theirs.
+// reads; the Kustomization rules share one margin, which takes the smallest of theirs.
 func TestPolicyThresholdsReachEveryRule(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -153,6 +153,8 @@ type Kustomization struct {
 	TargetNamespace string
 	// Suspend is spec.suspend.
 	Suspend bool
+	// Force is spec.force (recreate an object whose apply an immutable field refuses).
+	Force bool
 }
 
 func (k Kustomization) object(namespace string) *unstructured.Unstructured {
@@ -166,6 +168,9 @@ func (k Kustomization) object(namespace string) *unstructured.Unstructured {
 	}
 	if k.RetryInterval > 0 {
 		spec["retryInterval"] = k.RetryInterval.String()
+	}
+	if k.Force {
+		spec["force"] = true
 	}
 	if k.Timeout > 0 {
 		spec["timeout"] = k.Timeout.String()
