@@ -67,6 +67,11 @@ func (o *Options) validate() error {
 	if o.ModuleRoot == "" || o.Out == "" || o.Helm == "" || o.SBOMTool == "" {
 		return errors.New("release: ModuleRoot, Out, Helm and SBOMTool are required")
 	}
+	for _, tool := range []struct{ path, build string }{{o.Helm, "make tools-helm"}, {o.SBOMTool, "make tools-sbom"}} {
+		if _, err := exec.LookPath(tool.path); err != nil {
+			return fmt.Errorf("release: %w: build it with %s", err, tool.build)
+		}
+	}
 	if len(o.Targets) == 0 {
 		o.Targets = DefaultTargets()
 	}

@@ -291,6 +291,28 @@ func section(out, name string) string {
 	return rest
 }
 
+// TestBuildRefusesAMissingToolBeforeBuilding: a missing helm or cyclonedx-gomod is named with the make target that
+// builds it.
+func TestBuildRefusesAMissingToolBeforeBuilding(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	exe := filepath.Join(t.TempDir(), "tool")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	cases := []struct {
+		name, helm, sbom, want string
+	}{
+		{"helm", missing, exe, `release: exec: "` + missing + `": stat ` + missing + `: no such file or directory: build it with make tools-helm`},
+		{"cyclonedx-gomod", exe, missing, `release: exec: "` + missing + `": stat ` + missing + `: no such file or directory: build it with make tools-sbom`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "dist")
+			_, err := Build(context.Background(), Options{Version: version, ModuleRoot: t.TempDir(), Out: out, Helm: c.helm, SBOMTool: c.sbom, Date: date})
+			require.EqualError(t, err, c.want)
+			require.NoDirExists(t, out)
+		})
+	}
+}
+
 // entries lists dir's names, sorted.
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
