@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -79,7 +80,7 @@ func (o *Options) validate() error {
 		o.ImagePlatforms = DefaultImagePlatforms()
 	}
 	for _, p := range o.ImagePlatforms {
-		if !contains(o.Targets, p) {
+		if !slices.Contains(o.Targets, p) {
 			return fmt.Errorf("release: image platform %s is not among the targets %v: add it to the targets", p, o.Targets)
 		}
 	}
@@ -98,15 +99,6 @@ func (o *Options) validate() error {
 		return errors.New("release: Date is required: the commit's time or SOURCE_DATE_EPOCH")
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // BinaryName is the file name of the binary for platform (os/arch): syncmedic_v0.1.0_linux_amd64.
