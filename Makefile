@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 
-.PHONY: all build docs test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-ui compat compat-check fuzz chart
+.PHONY: all build docs test test-unit tools tools-kube tools-flux tools-argocd tools-argocd-ui test-argocd-ui tools-workflows tools-alertmanager tools-helm tools-sbom tools-ui compat compat-check fuzz chart release
 
 # How long `make test` fuzzes each fuzz target (hack/fuzz.sh); `make fuzz FUZZTIME=5m` for a real session.
 FUZZTIME ?= 5s
@@ -17,7 +17,7 @@ build:
 # redis-server, git, and the real node's kubelet, kube-scheduler, kube-proxy, CoreDNS, containerd, runc, CNI plugins, busybox (hack/tools.sh); Flux's notification-, source-, helm- and kustomize-controllers (hack/flux-tools.sh); Argo CD's
 # multi-call binary per tested version (hack/argocd-tools.sh); Argo Workflows' workflow-controller per tested version
 # (hack/workflows-tools.sh); Prometheus Alertmanager (hack/alertmanager-tools.sh);
-# the helm CLI (hack/helm-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh); Argo CD's own
+# the helm CLI (hack/helm-tools.sh); cyclonedx-gomod for the release's SBOM (hack/sbom-tools.sh); Debian's Chromium and the UI bundle's npm packages (hack/ui-tools.sh); Argo CD's own
 # web UI, v3.6.1's and v2.14.21's, with the argocd binaries that embed it (hack/argocd-ui.sh, after tools-argocd).
 # The scripts are independent (each its own binaries, stamps and CRD directories; apt-get serialised by a lock), so two
 # run at once: a cold build spends part of each tool's time in a single-threaded link or module load, which the other
@@ -28,7 +28,7 @@ build:
 # 0.45 GB), at no cost to the binaries built.
 TOOLS_JOBS ?= 2
 BUILD_GOGC ?= 800
-TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui tools-argocd-ui
+TOOLS := tools-flux tools-argocd tools-kube tools-workflows tools-helm tools-alertmanager tools-ui tools-argocd-ui tools-sbom
 tools:
 	GOGC=$(BUILD_GOGC) $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target $(TOOLS)
 	@echo "tools: ready in $(BIN): $$(ls '$(BIN)' | tr '\n' ' ')"
@@ -62,6 +62,9 @@ tools-alertmanager:
 
 tools-helm:
 	./hack/helm-tools.sh
+
+tools-sbom:
+	./hack/sbom-tools.sh
 
 tools-ui:
 	./hack/ui-tools.sh
@@ -153,6 +156,18 @@ image:
 image-docker:
 	docker buildx build --platform '$(or $(PLATFORMS),linux/amd64)' --build-arg VERSION='$(VERSION)' \
 	  --build-arg REVISION='$(REVISION)' -t '$(IMAGE)' $(if $(PUSH),--push,--load) .
+
+# A release, into RELEASE_DIST (emptied first; hack/release, internal/release): `make release VERSION=v0.1.0`.
+# Static binaries syncmedic_<VERSION>_<os>_<arch> for linux and darwin on amd64 and arm64 (the image's build flags,
+# stamped with VERSION, the Git commit and the build date: SOURCE_DATE_EPOCH, else the commit's time); the image index
+# (linux/amd64 and linux/arm64, the same binaries) as an OCI layout, syncmedic_<VERSION>_oci, and its archive,
+# syncmedic_<VERSION>_image.tar; the chart, syncmedic-<VERSION without v>.tgz, appVersion VERSION (the image tag);
+# install.yaml and install-<variant>.yaml, the kustomize installs rendered with the image tagged VERSION; a CycloneDX
+# SBOM per binary (cyclonedx-gomod); provenance.txt (`go version -m` of each binary); checksums.txt (sha256sum -c).
+# Cold, each platform other than linux/amd64 compiles every dependency once (minutes each: docs/development.md).
+RELEASE_DIST ?= dist
+release: tools-helm tools-sbom
+	GOGC=$(BUILD_GOGC) go run ./hack/release -version '$(VERSION)' -out '$(RELEASE_DIST)' -helm '$(HELM)' -sbom-tool '$(BIN)/cyclonedx-gomod'
 
 # docs/screenshots/*.png from the browser tests (headless Chromium against `serve` and the Argo CD extension).
 .PHONY: screenshots

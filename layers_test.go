@@ -65,6 +65,7 @@ func layers() map[string]layer {
 		"internal/ociimage":    layerSupport,
 		"internal/secretfile":  layerSupport,
 		"internal/imagebuild":  layerSupport,
+		"internal/release":     layerSupport,
 		"internal/docgen":      layerSupport,
 		"hack":                 layerTop,
 	}

@@ -76,6 +76,7 @@ func newRootCommand() *cobra.Command {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	setVersionFlag(root)
 	addExitCodesHelp(root)
 	return root
 }

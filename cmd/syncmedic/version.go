@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -14,11 +13,19 @@ func init() { subcommands = append(subcommands, newVersionCommand) }
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the syncmedic version",
-		Args:  cobra.NoArgs,
+		Short: "Print the syncmedic version, commit and build date",
+		Long: "Prints the version, the Go version and the platform, then the Git commit and the build date when the binary\n" +
+			"carries them (a release is stamped with both; `go build` in a Git checkout records the commit and its time).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "syncmedic %s (%s, %s/%s)\n", syncmedic.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprint(cmd.OutOrStdout(), syncmedic.ReadBuildInfo())
 			return err
 		},
 	}
+}
+
+// setVersionFlag gives root `--version`, printing what `syncmedic version` prints.
+func setVersionFlag(root *cobra.Command) {
+	root.Version = syncmedic.Version
+	root.SetVersionTemplate(syncmedic.ReadBuildInfo().String())
 }

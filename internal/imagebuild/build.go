@@ -32,8 +32,11 @@ const (
 	SourceURL = "https://github.com/syncmedic/syncmedic"
 	// DefaultCACertsFile is where Debian's ca-certificates package writes the bundle Go's crypto/x509 reads.
 	DefaultCACertsFile = "/etc/ssl/certs/ca-certificates.crt"
-	// versionVar is the variable -ldflags -X stamps with the version (as the Makefile and the Dockerfile do).
-	versionVar = "github.com/syncmedic/syncmedic.Version"
+	// versionVar, commitVar and buildDateVar are the variables -ldflags -X stamps (as the Dockerfile does for the
+	// version; `make release` stamps all three).
+	versionVar   = "github.com/syncmedic/syncmedic.Version"
+	commitVar    = "github.com/syncmedic/syncmedic.Commit"
+	buildDateVar = "github.com/syncmedic/syncmedic.BuildDate"
 )
 
 // Files lists the image's regular files, the only entries of its layer besides their parent directories.
@@ -61,6 +64,9 @@ type Options struct {
 	WorkDir string
 	// Epoch dates every layer entry and the image (SOURCE_DATE_EPOCH; default the Unix epoch).
 	Epoch time.Time
+	// Binaries, when set, are the binaries to put in the image, by platform ("linux/amd64": path), built by GoBuild
+	// (`make release` builds them once for its archives and its image); Build then compiles nothing.
+	Binaries map[string]string
 }
 
 // DefaultPlatforms is linux/amd64, and the host's architecture when it is another.
@@ -119,7 +125,7 @@ func platformImage(ctx context.Context, o Options, platform string, common []oci
 	if !ok || goos != "linux" || goarch == "" {
 		return ociimage.Image{}, fmt.Errorf("imagebuild: platform %q: want linux/<arch>", platform)
 	}
-	bin, err := buildBinary(ctx, o, goarch)
+	bin, err := binary(ctx, o, platform)
 	if err != nil {
 		return ociimage.Image{}, err
 	}
@@ -136,22 +142,53 @@ func platformImage(ctx context.Context, o Options, platform string, common []oci
 	}}, nil
 }
 
-// buildBinary compiles ./cmd/syncmedic for linux/goarch as the Dockerfile does: static, path-independent, no build
-// ID or VCS stamp, the version stamped.
-func buildBinary(ctx context.Context, o Options, goarch string) ([]byte, error) {
-	out := filepath.Join(o.WorkDir, "linux-"+goarch, "syncmedic")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", ldflags(o.Version), "-o", out, "./cmd/syncmedic")
-	cmd.Dir = o.ModuleRoot
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("imagebuild: building syncmedic for linux/%s: %w\n%s", goarch, err, b)
+// binary returns the binary for platform: the one Options.Binaries names, or a new build of the version.
+func binary(ctx context.Context, o Options, platform string) ([]byte, error) {
+	if o.Binaries != nil {
+		p, ok := o.Binaries[platform]
+		if !ok {
+			return nil, fmt.Errorf("imagebuild: no binary for %s among the prebuilt ones", platform)
+		}
+		return os.ReadFile(p)
+	}
+	goos, goarch, _ := strings.Cut(platform, "/")
+	out := filepath.Join(o.WorkDir, goos+"-"+goarch, "syncmedic")
+	if err := GoBuild(ctx, o.ModuleRoot, goos, goarch, Stamp{Version: o.Version}, out); err != nil {
+		return nil, err
 	}
 	return os.ReadFile(out)
 }
 
-// ldflags are the linker flags of the binary: no symbol table, no build ID, version stamped.
-func ldflags(version string) string { return "-s -w -buildid= -X " + versionVar + "=" + version }
+// Stamp is what the linker stamps into the binary: `syncmedic version` prints it. Commit and BuildDate are optional.
+type Stamp struct {
+	Version, Commit, BuildDate string
+}
+
+// GoBuild compiles moduleRoot's ./cmd/syncmedic for goos/goarch into out as the Dockerfile does: static, path-independent,
+// no build ID or VCS stamp, s stamped. The image and `make release` build with exactly these flags, so a release
+// reuses the compile cache of the image's build.
+func GoBuild(ctx context.Context, moduleRoot, goos, goarch string, s Stamp, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
+		"-ldflags", LDFlags(s), "-o", out, "./cmd/syncmedic")
+	cmd.Dir = moduleRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("imagebuild: building syncmedic for %s/%s: %w\n%s", goos, goarch, err, b)
+	}
+	return nil
+}
+
+// LDFlags are the linker flags of the binary: no symbol table, no build ID, s stamped (commit and date when set).
+func LDFlags(s Stamp) string {
+	f := "-s -w -buildid= -X " + versionVar + "=" + s.Version
+	if s.Commit != "" {
+		f += " -X " + commitVar + "=" + s.Commit
+	}
+	if s.BuildDate != "" {
+		f += " -X " + buildDateVar + "=" + s.BuildDate
+	}
+	return f
+}
 
 // Entrypoint is the image's entrypoint: the binary.
 func Entrypoint() []string { return []string{"/" + BinaryPath} }

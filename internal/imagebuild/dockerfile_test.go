@@ -130,7 +130,7 @@ func TestDockerfileBuildsTheFileTreeOfMakeImage(t *testing.T) {
 		{"the binary is built as make image builds it", func(t *testing.T) {
 			r := strings.Join(builder.args("RUN"), "\n")
 			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-buildvcs=false",
-				`-ldflags "` + ldflags("${VERSION}") + `"`, "-o /out/syncmedic ./cmd/syncmedic"} {
+				`-ldflags "` + LDFlags(Stamp{Version: "${VERSION}"}) + `"`, "-o /out/syncmedic ./cmd/syncmedic"} {
 				require.Contains(t, r, want)
 			}
 		}},
