@@ -83,7 +83,7 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 	can := []check{
 		{"watch", "helm.toolkit.fluxcd.io", "helmreleases", "", ""},
 		{"patch", "helm.toolkit.fluxcd.io", "helmreleases", "apps", "podinfo"},
-		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
+		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
 		{"watch", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
 		{"watch", "kustomize.toolkit.fluxcd.io", "kustomizations", "", ""},
 		{"patch", "kustomize.toolkit.fluxcd.io", "kustomizations", "flux-system", "apps"},
@@ -137,6 +137,15 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"patch", "events.k8s.io", "events", "apps", ""},
 		// One CRD, by name.
 		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
+		// The kube checks' informers list and watch; nothing gets one object (the install tests' audit log).
+		{"get", "batch", "jobs", "apps", "migrate"},
+		{"get", "", "namespaces", "", "apps"},
+		{"get", "", "services", "apps", "web"},
+		{"get", "", "persistentvolumeclaims", "apps", "data"},
+		{"get", "discovery.k8s.io", "endpointslices", "apps", "web-x1"},
+		{"get", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "validation.webhook.serving.knative.dev"},
+		{"get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "istio-sidecar-injector"},
+		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "helmreleases.helm.toolkit.fluxcd.io"},
 		{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "applications.argoproj.io"},
 	}
 	review := func(t *testing.T, c check) *authzv1.SubjectAccessReview {

@@ -22,13 +22,14 @@ var updateDocs = flag.Bool("update", false, "rewrite the generated sections of d
 
 // TestGeneratedDocs keeps the generated references of the install pages true: the chart's values table
 // (docs/install-helm.md) is values.schema.json's descriptions with values.yaml's defaults, and the RBAC tables and
-// the Argo CD policy (docs/install-kustomize.md) are the base's ClusterRole and Role and the argocd-account
-// component's policy. A page that differs fails `make test`; `make docs` (-update) rewrites it.
+// the Argo CD policy (docs/install-kustomize.md) are the base's ClusterRole and Role, the permissions the install
+// tests do not exercise (internal/install/rbac-not-exercised.yaml) and the argocd-account component's policy. A page that differs fails `make test`; `make docs` (-update) rewrites it.
 func TestGeneratedDocs(t *testing.T) {
 	docs := filepath.Join("..", "docs")
 	for _, tc := range []struct{ file, section, body string }{
 		{"install-helm.md", "chart-values", chartValuesTable(t)},
 		{"install-kustomize.md", "rbac", rbacTables(t)},
+		{"install-kustomize.md", "rbac-not-exercised", rbacNotExercisedTable(t)},
 		{"install-kustomize.md", "argocd-policy", "```csv\n" + componentConfigMap(t, "argocd-rbac-cm.yaml")["policy.syncmedic.csv"] + "```"},
 	} {
 		t.Run(tc.file+" "+tc.section, func(t *testing.T) {
@@ -182,4 +183,21 @@ func rbacTables(t *testing.T) string {
 		docgen.Table(header, roleRows(t, "clusterrole.yaml")) +
 		"\nIn the `syncmedic` namespace only (Role `syncmedic`, `manifests/base/role.yaml`):\n\n" +
 		docgen.Table(header, roleRows(t, "role.yaml"))
+}
+
+// rbacNotExercisedTable renders internal/install/rbac-not-exercised.yaml, the permissions the install tests' audit
+// log check does not see used: each with the scenario that needs it and why the install tests do not run it.
+func rbacNotExercisedTable(t *testing.T) string {
+	t.Helper()
+	var list []struct{ Verb, Group, Resource, Name, Scenario, Why string }
+	require.NoError(t, yaml.UnmarshalStrict([]byte(readFile(t, filepath.Join("..", "internal", "install", "rbac-not-exercised.yaml"))), &list))
+	var rows [][]string
+	for _, e := range list {
+		group := e.Group
+		if group == "" {
+			group = "core"
+		}
+		rows = append(rows, []string{e.Verb, group, docgen.Code(e.Resource), docgen.Code(e.Name), e.Scenario, e.Why})
+	}
+	return docgen.Table([]string{"verb", "API group", "resource", "only this name", "needed by", "why the install tests do not use it"}, rows)
 }

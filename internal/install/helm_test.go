@@ -83,6 +83,7 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
 	install := helmWithSlackTestServer(t, readmeBlock(t, readmeHelmSection, 1), u.String()) + "\n" + readmeBlock(t, readmeFluxSection, 1)
+	audit := n.AuditOffset(t)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	checkInstalled(t, n, "syncmedic-helm")
 	app := checkStuckHookAnnounced(t, n, helmThreshold(t, n, work))
@@ -91,7 +92,9 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	checkExtension(t, n, work, app, func() string { return readmeBlock(t, readmeIncidentsSection, 2) })
 	checkIncidentStillOpen(t, n, app, ops())
 	require.Len(t, slack.Roots(), 1, "still one thread: %s", slack.Summary())
+	rbac, auditEnd := helmRBAC(t, n, work), n.AuditOffset(t)
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 2)))
 	checkNothingLeft(t, n)
+	grantsUsed(t, n, audit, auditEnd, rbac, true)
 	checkOneToolInstallsWithHelm(t, n, work)
 }

@@ -90,6 +90,7 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	work := workDir(t)
 	issueSyncmedicToken(t, n, work)
 	install := readmeBlock(t, readmeServeSection, 1) + "\n" + readmeBlock(t, readmeFluxSection, 1)
+	audit := n.AuditOffset(t)
 	t.Logf("install:\n%s", runShell(t, n, work, install))
 	// Slack as the serve section's second block says. The test adds the Slack test server's URL (Slack itself is
 	// out of reach here), relayed to the Pods from the host's loopback.
@@ -106,8 +107,10 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 	checkExtension(t, n, work, app, kustomizeExtensionSide(t, n, work))
 	checkIncidentStillOpen(t, n, app, ops())
 	require.Len(t, slack.Roots(), 1, "still one thread: %s", slack.Summary())
+	auditEnd := n.AuditOffset(t)
 	t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 1)))
 	checkNothingLeft(t, n)
+	grantsUsed(t, n, audit, auditEnd, kustomizeRBAC(t), true)
 }
 
 // workDir is the directory the README's commands run in: a link to manifests/ (and charts/) of this checkout, and

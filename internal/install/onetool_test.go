@@ -42,6 +42,7 @@ func checkPluginOnly(t *testing.T, n *testenv.Node) {
 func checkOneToolInstallsWithHelm(t *testing.T, n *testenv.Node, work string) {
 	t.Helper()
 	t.Run("Argo CD only", func(t *testing.T) {
+		audit := n.AuditOffset(t)
 		out := runShell(t, n, work, `kubectl create namespace syncmedic
 kubectl -n syncmedic create secret generic syncmedic-secrets --from-file=argocd-token=./argocd-token
 kubectl -n syncmedic create secret generic syncmedic-argocd-ca --from-file=ca.crt=argocd-ca.crt
@@ -65,8 +66,10 @@ helm install syncmedic charts/syncmedic -n syncmedic --set flux.enabled=false \
 		}
 		require.False(t, serviceAccountMay(t, n, "watch", "helm.toolkit.fluxcd.io", "helmreleases"), "no Flux permission")
 		require.True(t, serviceAccountMay(t, n, "watch", "batch", "jobs"), "the cluster checks keep theirs")
+		rbac, auditEnd := helmRBAC(t, n, work), n.AuditOffset(t)
 		t.Logf("uninstall:\n%s", runShell(t, n, work, "helm uninstall syncmedic -n syncmedic\nkubectl delete namespace syncmedic"))
 		checkNothingLeft(t, n)
+		grantsUsed(t, n, audit, auditEnd, rbac, false)
 	})
 	t.Run("Flux only", func(t *testing.T) {
 		var token string
@@ -76,6 +79,7 @@ helm install syncmedic charts/syncmedic -n syncmedic --set flux.enabled=false \
 			}
 		}
 		require.NotEmpty(t, token, "the serve block's TOKEN line")
+		audit := n.AuditOffset(t)
 		out := runShell(t, n, work, token+`
 kubectl create namespace syncmedic
 kubectl -n syncmedic create secret generic syncmedic-secrets --from-literal=flux-hmac-token="$TOKEN"
@@ -92,8 +96,10 @@ helm install syncmedic charts/syncmedic -n syncmedic
 				require.False(t, strings.HasPrefix(a, "--argocd-server"), a)
 			}
 		}
+		rbac, auditEnd := helmRBAC(t, n, work), n.AuditOffset(t)
 		t.Logf("uninstall:\n%s", runShell(t, n, work, readmeBlock(t, readmeUninstallSection, 2)))
 		checkNothingLeft(t, n)
+		grantsUsed(t, n, audit, auditEnd, rbac, false)
 	})
 }
 

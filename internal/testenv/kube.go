@@ -41,6 +41,9 @@ type Env struct {
 	Kubeconfig string
 	// ControllerManagerLog is the kube-controller-manager's log file (KubeWithControllers only).
 	ControllerManagerLog string
+	// AuditLog is the apiserver's audit log (every request at level Metadata, JSON lines: AuditCalls reads it), empty
+	// when it has none: RealNode's and KubePrivateAudited's have one.
+	AuditLog string
 
 	te *envtest.Environment
 	// node is the real node whose control plane this is (RealNode), nil for Kube and KubeWithControllers.

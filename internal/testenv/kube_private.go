@@ -43,6 +43,25 @@ func KubePrivateEndpointRouting(t testing.TB) *Env {
 	return env
 }
 
+// KubePrivateAudited is KubePrivate (no CRDs) with the audit log on: every request at level Metadata, written to
+// Env.AuditLog in t's temporary directory (AuditOffset, AuditCalls).
+func KubePrivateAudited(t testing.TB) *Env {
+	t.Helper()
+	skipShort(t)
+	requireMain(t)
+	audit, err := auditFlags(t.TempDir())
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	env, stop, err := startPrivateKube(nil, audit)
+	if err != nil {
+		t.Fatalf("testenv: starting a private kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(stop)
+	env.AuditLog = audit["audit-log-path"]
+	return env
+}
+
 func startPrivateKube(crdDirs []string, apiserverArgs map[string]string) (*Env, func(), error) {
 	assets, _, err := kubeAssets()
 	if err != nil {

@@ -405,6 +405,12 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 	if err != nil {
 		return fmt.Errorf("the apiserver's certificates: %w", err)
 	}
+	// The audit log records every request (level Metadata): the install tests prove with it what syncmedic's
+	// ServiceAccount did and was granted.
+	audit, err := auditFlags(n.Dir)
+	if err != nil {
+		return err
+	}
 	env, err := startKube(func(te *envtest.Environment) {
 		te.CRDInstallOptions.MaxTime = time.Minute // the default 10 s is too short on a loaded machine
 		api := te.ControlPlane.GetAPIServer()
@@ -425,6 +431,9 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 			Set("authorization-mode", "Node,RBAC").
 			Set("enable-admission-plugins", "NodeRestriction").
 			Disable("disable-admission-plugins")
+		for k, v := range audit {
+			api.Configure().Set(k, v)
+		}
 	})
 	if env != nil {
 		n.stops = append(n.stops, env.stopControlPlane)
@@ -434,6 +443,7 @@ func (n *Node) startControlPlane(_ context.Context, _ string) error {
 	}
 	n.Env = env
 	env.node = n
+	env.AuditLog = audit["audit-log-path"]
 	// The ServiceAccount controllers make each namespace's default ServiceAccount (without it ServiceAccount
 	// admission refuses Pods) and legacy token Secrets; the publisher puts the cluster CA in each namespace's
 	// kube-root-ca.crt, which every projected token volume mounts.
