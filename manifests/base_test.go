@@ -91,6 +91,7 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"get", "apps", "deployments", "apps", "web"},
 		{"list", "", "events", "flux-system", ""},
 		{"list", "batch", "jobs", "", ""},
+		{"get", "batch", "jobs", "apps", "migrate"}, // a health-checked Job of a Kustomization (flux.ReadHealth)
 		{"watch", "argoproj.io", "workflows", "", ""},
 		{"list", "", "persistentvolumeclaims", "", ""},
 		{"list", "", "services", "", ""},
@@ -137,8 +138,8 @@ func TestBaseAppliesAndGrantsExactlyWhatSyncmedicNeeds(t *testing.T) {
 		{"patch", "events.k8s.io", "events", "apps", ""},
 		// One CRD, by name.
 		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
-		// The kube checks' informers list and watch; nothing gets one object (the install tests' audit log).
-		{"get", "batch", "jobs", "apps", "migrate"},
+		// The kube checks' informers list and watch; nothing gets one object (the install tests' audit log), but
+		// Jobs, which the Kustomization health check reads one by one.
 		{"get", "", "namespaces", "", "apps"},
 		{"get", "", "services", "apps", "web"},
 		{"get", "", "persistentvolumeclaims", "apps", "data"},
