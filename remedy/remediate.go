@@ -183,6 +183,10 @@ func (s *RemediationStage) consider(ctx context.Context, t incident.Ledger, id s
 	if last := lastReal(inc); last != nil && last.Result == incident.ResultStarted {
 		// This replica holds the incident's claim, so no remedy of it runs here: the write-ahead record is of a
 		// replica that stopped, or lost the lead, before it recorded the result.
+		if resumer, ok := rem.(syncmedic.Resumer); ok && last.Pending != "" {
+			s.resume(ctx, t, inc, resumer, *last)
+			return
+		}
 		s.recordInterrupted(ctx, t, inc, *last)
 		return
 	}
@@ -265,7 +269,12 @@ func (s *RemediationStage) applyAttempt(ctx context.Context, t incident.Ledger, 
 		}
 		return why
 	}
-	out, err := rem.Remediate(syncmedic.WithWriteGate(ctx, gate), f, false)
+	// A remedy that makes several writes saves its progress on its write-ahead record, for a next leader to finish.
+	checkpoint := func(ctx context.Context, steps []string, pending string) error {
+		return t.RecordAttempt(ctx, inc.ID, incident.Attempt{At: start, Action: action, Result: incident.ResultStarted, Steps: steps, Pending: pending,
+			Reason: d.Reason, RequestedBy: requestedBy}, incident.EventRemediating) // saved, not announced again
+	}
+	out, err := rem.Remediate(syncmedic.WithCheckpoint(syncmedic.WithWriteGate(ctx, gate), checkpoint), f, false)
 	a := incident.Attempt{At: start, Action: action, Result: incident.ResultSucceeded, Changed: out.Changed, Steps: out.Steps, Reason: d.Reason, RequestedBy: requestedBy}
 	refusal, gated := syncmedic.IsWriteRefused(err)
 	switch {

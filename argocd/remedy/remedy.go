@@ -78,7 +78,7 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 func (r *Remedies) Remediers() syncmedic.Remediers {
 	return syncmedic.Remediers{
 		syncmedic.ActionRemoveHookFinalizer:   syncmedic.RemedierFunc(r.RemoveHookFinalizer),
-		syncmedic.ActionTerminateAndResync:    syncmedic.RemedierFunc(r.TerminateAndResync),
+		syncmedic.ActionTerminateAndResync:    resyncRemedier{r},
 		syncmedic.ActionTerminateOperation:    syncmedic.RemedierFunc(r.TerminateOperation),
 		syncmedic.ActionResyncOrphaned:        syncmedic.RemedierFunc(r.ResyncOrphaned),
 		syncmedic.ActionHardRefresh:           syncmedic.RemedierFunc(r.HardRefresh),

@@ -142,6 +142,11 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 		}
 		if changed {
 			r.rememberTerminated(t, startedAt)
+			// Cut off from here on (shutdown past the drain, a lost lead, a killed Pod), the next leader finds this
+			// checkpoint and finishes the sync (Resume) instead of leaving the application terminated.
+			if err := syncmedic.RecordCheckpoint(ctx, out.Steps, PendingSync); err != nil {
+				r.o.Log.Warn("the checkpoint after TerminateOperation was not saved: cut off now, the next leader reports the remedy as may have run", "app", t.String(), "err", err)
+			}
 		}
 		if !changed && !r.terminatedHere(t, startedAt) {
 			// terminate re-read the application: the operation ended (or someone else is terminating it) just
