@@ -540,6 +540,9 @@ func (w *KustomizationWatcher) remediate(ctx context.Context, f syncmedic.Findin
 		out.Steps = append(out.Steps, "would "+step)
 		return out, nil
 	}
+	if err := syncmedic.BeforeWrite(ctx, "merge-patch Kustomization "+nn.String()); err != nil {
+		return out, err
+	}
 	value, err := RequestKustomizationReconcile(ctx, w.direct, w.gvk, nn, w.opts.Now())
 	if apierrors.IsNotFound(err) {
 		return out, syncmedic.Permanent(fmt.Errorf("Kustomization %s is gone: %w", nn, err))

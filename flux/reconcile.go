@@ -203,6 +203,9 @@ func (r *ReconcileRequester) Remediate(ctx context.Context, f syncmedic.Finding,
 		out.Steps = append(out.Steps, "would "+step)
 		return out, nil
 	}
+	if err := syncmedic.BeforeWrite(ctx, step); err != nil {
+		return out, err
+	}
 	if err := r.Client.Patch(ctx, hr, patch); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):

@@ -103,6 +103,18 @@ func TestReconcileRequestsAreWrittenLikeTheFluxCLI(t *testing.T) {
 		require.Empty(t, reconcileAnnotations(t, env, hr))
 	})
 
+	t.Run("a write the policy refuses right before it is sent (the stage's gate) is not sent", func(t *testing.T) {
+		gated := syncmedic.WithWriteGate(ctx, func(context.Context, string) string {
+			return "the kill switch is on: syncmedic takes no action (dry-run)"
+		})
+		out, err := r.Remediate(gated, f, false)
+		refusal, ok := syncmedic.IsWriteRefused(err)
+		require.True(t, ok, "%v", err)
+		require.Contains(t, refusal.Write, "PATCH helmreleases.helm.toolkit.fluxcd.io "+ns+"/redis (merge patch)")
+		require.False(t, out.Changed)
+		require.Empty(t, reconcileAnnotations(t, env, hr))
+	})
+
 	t.Run("the first remedy writes requestedAt only, like flux reconcile hr", func(t *testing.T) {
 		out, err := r.Remediate(ctx, f, false)
 		require.NoError(t, err)

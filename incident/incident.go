@@ -53,6 +53,11 @@ type Attempt struct {
 	Permanent bool `json:"permanent,omitempty"`
 	// RequestedBy names the person who asked for this fix on demand (remedy.Fixer.Fix); empty for an automatic one.
 	RequestedBy string `json:"requestedBy,omitempty"`
+	// Pending, on a write-ahead record (Result started), is what the remedy still had to do after the writes in
+	// Steps when it recorded its last checkpoint (syncmedic.Checkpoint): terminate-and-resync records "sync" once its
+	// TerminateOperation was accepted. A next leader that finds it finishes the remedy (syncmedic.Resumer) instead
+	// of reporting it "may have run".
+	Pending string `json:"pending,omitempty"`
 }
 
 // Incident is the life of one finding: opened by its fingerprint, updated by later evaluations, remediated, resolved.

@@ -134,7 +134,11 @@ func (t *Tracker) RecordAttempt(ctx context.Context, id string, a Attempt, kind 
 	}
 	now := t.o.Now()
 	inc.UpdatedAt = now
-	evs := []Event{t.event(kind, inc, &a, now)} // before saving: the outbox entry is saved with the attempt
+	var evs []Event
+	if !replaced || a.Result != ResultStarted {
+		// A started attempt that replaces one is a checkpoint of the remedy in flight: saved, not announced again.
+		evs = append(evs, t.event(kind, inc, &a, now)) // before saving: the outbox entry is saved with the attempt
+	}
 	// The condition went away while the remedy ran (often its own effect) and the resolution waited for this
 	// result: resolve now, as no further evaluation may come.
 	if a.Result != ResultStarted && inc.IsOpen() && inc.Misses > 0 && inc.Misses >= t.o.Policy().ResolveAfter {

@@ -75,6 +75,9 @@ func (r *WorkflowRemedier) Remediate(ctx context.Context, f syncmedic.Finding, d
 		out.Steps = append(out.Steps, "would "+step)
 		return out, nil
 	}
+	if err := syncmedic.BeforeWrite(ctx, step); err != nil {
+		return out, err
+	}
 	if _, err := wfs.Patch(ctx, key.Name, types.MergePatchType, []byte(ForceFinalizerRemovalPatch), metav1.PatchOptions{}); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):

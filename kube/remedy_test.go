@@ -39,18 +39,26 @@ func TestWorkflowRemedierReadsTheLiveWorkflowFirst(t *testing.T) {
 		recouped bool
 		dryRun   bool
 		refused  bool
+		gated    bool // the policy refuses the write right before it is sent (the remediation stage's gate)
 		patched  bool
 	}{
 		{name: "no garbage-collection Pod on the live Workflow: refused, nothing written", refused: true},
 		{name: "no garbage-collection Pod, dry run: refused too", dryRun: true, refused: true},
 		{name: "a garbage-collection Pod recorded, dry run: planned, nothing written", recouped: true, dryRun: true},
 		{name: "a garbage-collection Pod recorded: patched; the controller removes the finalizer", recouped: true, patched: true},
+		{name: "a garbage-collection Pod recorded, the kill switch turned on before the write: nothing written", recouped: true, gated: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 				map[schema.GroupVersionResource]string{workflowsGVR: "WorkflowList"}, workflow(t, tt.recouped))
-			out, err := NewWorkflowRemedier(dyn).Remediate(context.Background(), f, tt.dryRun)
+			ctx := context.Background()
+			if tt.gated {
+				ctx = syncmedic.WithWriteGate(ctx, func(context.Context, string) string {
+					return "the kill switch is on: syncmedic takes no action (dry-run)"
+				})
+			}
+			out, err := NewWorkflowRemedier(dyn).Remediate(ctx, f, tt.dryRun)
 			var patches []k8stesting.Action
 			for _, a := range dyn.Actions() {
 				if a.GetVerb() == "patch" {
@@ -64,6 +72,12 @@ func TestWorkflowRemedierReadsTheLiveWorkflowFirst(t *testing.T) {
 				require.Contains(t, err.Error(), "podsRecouped is empty")
 				require.Len(t, out.Steps, 1)
 				require.Contains(t, out.Steps[0], "refused: nothing written to Workflow ci/build-arm64-x7k2p")
+				require.Empty(t, patches)
+				return
+			}
+			if tt.gated {
+				require.EqualError(t, err, "not sent: PATCH workflows.argoproj.io ci/build-arm64-x7k2p (merge patch): "+ForceFinalizerRemovalPatch+
+					", refused right before it was sent: the kill switch is on: syncmedic takes no action (dry-run)")
 				require.Empty(t, patches)
 				return
 			}

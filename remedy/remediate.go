@@ -16,7 +16,8 @@ import (
 // RemediationStage applies the remedy of an incident as the policy allows: for real only on the leader, only for a
 // rule in auto mode whose object is in scope, with the kill switch off and within the object's rate limit; as a
 // dry-run record otherwise. The policy is the one in force when the remedy executes, read again after its
-// write-ahead record and right before the remedier's first write, not the one of the evaluation that queued it. Every automatic action leaves an audit trail: a structured log line here, and the
+// write-ahead record and immediately before each write the remedier sends, not the one of the evaluation that
+// queued it. Every automatic action leaves an audit trail: a structured log line here, and the
 // EventRemediating/EventRemediated transitions that notifiers turn into a thread reply and a Kubernetes Event.
 type RemediationStage struct {
 	remediers syncmedic.Remediers
@@ -182,6 +183,10 @@ func (s *RemediationStage) consider(ctx context.Context, t incident.Ledger, id s
 	if last := lastReal(inc); last != nil && last.Result == incident.ResultStarted {
 		// This replica holds the incident's claim, so no remedy of it runs here: the write-ahead record is of a
 		// replica that stopped, or lost the lead, before it recorded the result.
+		if resumer, ok := rem.(syncmedic.Resumer); ok && last.Pending != "" {
+			s.resume(ctx, t, inc, resumer, *last)
+			return
+		}
 		s.recordInterrupted(ctx, t, inc, *last)
 		return
 	}
@@ -232,7 +237,10 @@ func (s *RemediationStage) apply(ctx context.Context, t incident.Ledger, inc inc
 // before anything is changed), the structured audit line (who: this replica, and the person who asked when
 // requestedBy is set), the result. Right before the remedier runs, refused is asked about the policy in force then:
 // a reason stops the remedy with no write made (the kill switch turned on, the rule set to notify, the object taken
-// out of scope since the remedy was queued or confirmed). It returns the recorded result.
+// out of scope since the remedy was queued or confirmed). The remedier asks refused again immediately before each of
+// its writes (syncmedic.BeforeWrite): a refusal before the first write is recorded like the one above; after an
+// earlier write (a terminated operation whose Sync was refused) it is a permanent failure saying what was left. It
+// returns the recorded result.
 func (s *RemediationStage) applyAttempt(ctx context.Context, t incident.Ledger, inc incident.Incident, rem syncmedic.Remedier, d policy.Decision, requestedBy string, refused func(*policy.Policy) string) incident.Attempt {
 	ctx, done := s.begin(ctx)
 	defer done()
@@ -252,12 +260,34 @@ func (s *RemediationStage) applyAttempt(ctx context.Context, t incident.Ledger, 
 		_ = t.RecordAttempt(ctx, inc.ID, a, incident.EventRemediated) // a lost record only loses the dry-run note
 		return a
 	}
-	out, err := rem.Remediate(ctx, f, false)
+	// The remedier reads the application, sync windows, permissions and settings after the check above; the gate
+	// reads the policy again immediately before each of its writes, so nothing is written after the kill switch.
+	gate := func(_ context.Context, write string) string {
+		why := refused(t.Policy())
+		if why != "" {
+			s.log.Info("remediation write refused right before it was sent", "who", s.identity, "incident", inc.ID, "rule", f.Rule, "action", action, "write", write, "why", why)
+		}
+		return why
+	}
+	// A remedy that makes several writes saves its progress on its write-ahead record, for a next leader to finish.
+	checkpoint := func(ctx context.Context, steps []string, pending string) error {
+		return t.RecordAttempt(ctx, inc.ID, incident.Attempt{At: start, Action: action, Result: incident.ResultStarted, Steps: steps, Pending: pending,
+			Reason: d.Reason, RequestedBy: requestedBy}, incident.EventRemediating) // saved, not announced again
+	}
+	out, err := rem.Remediate(syncmedic.WithCheckpoint(syncmedic.WithWriteGate(ctx, gate), checkpoint), f, false)
 	a := incident.Attempt{At: start, Action: action, Result: incident.ResultSucceeded, Changed: out.Changed, Steps: out.Steps, Reason: d.Reason, RequestedBy: requestedBy}
-	if err != nil {
+	refusal, gated := syncmedic.IsWriteRefused(err)
+	switch {
+	case gated && !out.Changed:
+		// Nothing was written: a dry-run record like the refusal above, not a failure (nothing to retry or count).
+		a.Result = incident.ResultDryRun
+		a.Reason = fmt.Sprintf("not applied, nothing was changed: the policy in force right before its write (%s) refuses it: %s", refusal.Write, refusal.Reason)
+	case err != nil:
 		a.Result, a.Error, a.Permanent = incident.ResultFailed, err.Error(), syncmedic.IsPermanent(err)
 	}
-	s.limiter.Record(syncmedic.RemedyKey(f), start, err == nil)
+	if !gated || out.Changed {
+		s.limiter.Record(syncmedic.RemedyKey(f), start, err == nil)
+	}
 	s.metrics.remediation(f.Rule, action, a.Result)
 	attrs := []any{"who", s.identity}
 	if requestedBy != "" {

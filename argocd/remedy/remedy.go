@@ -78,7 +78,7 @@ func NewRemedies(o RemedierOptions) (*Remedies, error) {
 func (r *Remedies) Remediers() syncmedic.Remediers {
 	return syncmedic.Remediers{
 		syncmedic.ActionRemoveHookFinalizer:   syncmedic.RemedierFunc(r.RemoveHookFinalizer),
-		syncmedic.ActionTerminateAndResync:    syncmedic.RemedierFunc(r.TerminateAndResync),
+		syncmedic.ActionTerminateAndResync:    resyncRemedier{r},
 		syncmedic.ActionTerminateOperation:    syncmedic.RemedierFunc(r.TerminateOperation),
 		syncmedic.ActionResyncOrphaned:        syncmedic.RemedierFunc(r.ResyncOrphaned),
 		syncmedic.ActionHardRefresh:           syncmedic.RemedierFunc(r.HardRefresh),
@@ -254,6 +254,9 @@ const patchTestAttempts = 3
 // known) is a new object and is left alone, and a finalizer that moved is patched at its new index.
 func (r *Remedies) removeFinalizer(ctx context.Context, t argocd.AppRef, o resourceOf, uid, patch, patchType string) (step string, changed bool, err error) {
 	for attempt := 1; ; attempt++ {
+		if err := syncmedic.BeforeWrite(ctx, fmt.Sprintf("PatchResource app=%s %s", t, o)); err != nil {
+			return fmt.Sprintf("PatchResource app=%s %s not sent: the policy refused it right before it", t, o), false, err
+		}
 		_, perr := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType))
 		if perr == nil {
 			r.o.Log.Info("removed hook finalizer", "app", t.String(), "action", syncmedic.ActionRemoveHookFinalizer, "subject", o.String())
@@ -341,6 +344,9 @@ func (r *Remedies) HardRefresh(ctx context.Context, f syncmedic.Finding, dryRun 
 	}
 	q := t.Query()
 	q.Refresh = strPtr(string(v1alpha1.RefreshTypeHard))
+	if err := syncmedic.BeforeWrite(ctx, out.Steps[0]); err != nil {
+		return out, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if _, err := r.o.Client.Get(ctx, q); err != nil {
@@ -380,6 +386,9 @@ func (r *Remedies) ForceFinalizerRemoval(ctx context.Context, f syncmedic.Findin
 	out.Steps = []string{fmt.Sprintf("PatchResource app=%s %s %s: %s", t, o, patchType, patch)}
 	if dryRun {
 		return out, nil
+	}
+	if err := syncmedic.BeforeWrite(ctx, fmt.Sprintf("PatchResource app=%s %s", t, o)); err != nil {
+		return out, err
 	}
 	if _, err := r.o.Client.PatchResource(ctx, r.patchRequest(t, o, patch, patchType)); err != nil {
 		return out, argocd.Classify(argocd.CallPatchResource, t.String(), err)

@@ -142,6 +142,11 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 		}
 		if changed {
 			r.rememberTerminated(t, startedAt)
+			// Cut off from here on (shutdown past the drain, a lost lead, a killed Pod), the next leader finds this
+			// checkpoint and finishes the sync (Resume) instead of leaving the application terminated.
+			if err := syncmedic.RecordCheckpoint(ctx, out.Steps, PendingSync); err != nil {
+				r.o.Log.Warn("the checkpoint after TerminateOperation was not saved: cut off now, the next leader reports the remedy as may have run", "app", t.String(), "err", err)
+			}
 		}
 		if !changed && !r.terminatedHere(t, startedAt) {
 			// terminate re-read the application: the operation ended (or someone else is terminating it) just
@@ -168,6 +173,10 @@ func (r *Remedies) resync(ctx context.Context, t argocd.AppRef, p map[string]str
 	}
 	step, err := r.sync(ctx, t, req, startedAt)
 	out.Steps = append(out.Steps, step)
+	if _, refused := syncmedic.IsWriteRefused(err); refused && out.Changed {
+		err = syncmedic.Permanent(fmt.Errorf("app=%s: syncmedic terminated its operation started at %s, but the new sync was %w; "+
+			"the application stays off that sync until someone syncs it: check it and sync it by hand (argocd app sync %s)", t, startedAt, err, t))
+	}
 	if err == nil {
 		r.forgetTerminated(t)
 		if !strings.HasPrefix(step, "skipped") {
@@ -272,6 +281,9 @@ func (r *Remedies) terminate(ctx context.Context, t argocd.AppRef, p map[string]
 		if t.Project != "" {
 			req.Project = strPtr(t.Project)
 		}
+		if err := syncmedic.BeforeWrite(ctx, fmt.Sprintf("TerminateOperation app=%s", t)); err != nil {
+			return fmt.Sprintf("TerminateOperation app=%s not sent: the policy refused it right before it", t), false, err
+		}
 		_, err = r.o.Client.TerminateOperation(ctx, req)
 		if err == nil {
 			r.o.Log.Info("terminated operation", "app", t.String(), "action", syncmedic.ActionTerminateAndResync)
@@ -371,6 +383,9 @@ func (r *Remedies) sync(ctx context.Context, t argocd.AppRef, req *application.A
 	backoff := r.o.RetryBackoff
 	var last error
 	for attempt := 1; attempt <= r.o.SyncAttempts; attempt++ {
+		if err := syncmedic.BeforeWrite(ctx, "Sync "+describeSync(req)); err != nil {
+			return "Sync " + describeSync(req) + " not sent: the policy refused it right before it", err
+		}
 		_, err := r.o.Client.Sync(ctx, req)
 		if err == nil {
 			r.o.Log.Info("requested sync", "app", t.String(), "action", syncmedic.ActionTerminateAndResync, "attempt", attempt)

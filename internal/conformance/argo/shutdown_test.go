@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,12 +96,11 @@ func TestARemedyInFlightIsFinishedWhenServeIsStopped(t *testing.T) {
 	onlyAnnounced(t, d.slack, lost)
 }
 
-// Issue 45 item 6, the replica that dies: serve is killed (SIGKILL, a node lost) right after its TerminateOperation,
-// before the Sync; the controller then ends the operation "Operation terminated". A second serve started on the
-// first one's state file finds the write-ahead record without a result: terminate-and-resync re-runs hooks, so it
-// is reported in the incident's thread as "may have run — check" with the commands to check and sync by hand, and
-// neither terminated nor synced again.
-func TestARemedyCutOffByAKilledServeIsReportedNotRepeated(t *testing.T) {
+// TestARemedyCutOffAfterItsTerminateIsFinishedOnceByTheNextServe: serve terminates a lost hook's operation and is
+// SIGKILLed while the controller is paused (after its checkpoint "sync pending" is in the state file, before its
+// Sync); a second serve on the same state file finishes the sync exactly once: counted on the controller's side, one
+// new operation after the terminated one, and no other within the watch.
+func TestARemedyCutOffAfterItsTerminateIsFinishedOnceByTheNextServe(t *testing.T) {
 	env := argoEnv(t)
 	version := testenv.ArgoCDV2
 	r := row(version, "terminate-and-resync cut off: serve SIGKILLed after TerminateOperation (controller paused), a second serve on its state file: lost migration hook (PreSync, ttlSecondsAfterFinished: 0)")
@@ -118,12 +118,17 @@ func TestARemedyCutOffByAKilledServeIsReportedNotRepeated(t *testing.T) {
 	flags := []string{"--policy-file", policyFile, "--policy-reload-interval", "1s", "--state-file", stateFile}
 	first := startServeDaemon(t, app, drainPolicy, flags...)
 	lost := incident{rule: syncmedic.RuleHookCompletionMissed, object: jobObject(app, "db-migrate")}
-	root := announcedAbout(t, first.slack, lost.rule, lost.object, announceWithin)
+	announcedAbout(t, first.slack, lost.rule, lost.object, announceWithin)
 
 	resume := stack.PauseController(t)
 	require.NoError(t, os.WriteFile(policyFile, []byte(strings.Replace(drainPolicy, "mode: notify", "mode: auto", 1)), 0o600))
 	_, ok := app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool { return phase(a) == synccommon.OperationTerminating })
 	require.True(t, ok, "serve terminates the operation once the rule is auto: %s", first.slack.summary())
+	checkpoint := regexp.MustCompile(`"pending":\s*"sync"`)
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(stateFile)
+		return err == nil && checkpoint.Match(b)
+	}, remedyWithin, tick, "serve saves its checkpoint (sync pending) after TerminateOperation")
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	<-first.done
 	resume()
@@ -132,26 +137,26 @@ func TestARemedyCutOffByAKilledServeIsReportedNotRepeated(t *testing.T) {
 	require.Equal(t, 0, strings.Count(first.logs.String(), `msg="requested sync"`), "the killed serve never synced")
 
 	second := startServeDaemonOn(t, app, first.slack, drainPolicy, flags...)
-	var report string
-	require.Eventually(t, func() bool {
-		for _, reply := range first.slack.replies(root.TS) {
-			if strings.Contains(reply, "may have run — check") {
-				report = reply
-				return true
-			}
-		}
-		return false
-	}, announceWithin, tick, "the second serve reports the cut-off remedy in the thread: %s", first.slack.summary())
-	quiet := !waitFor(unattendedWatch, func() bool {
-		return strings.Contains(second.logs.String(), `msg="terminated operation"`) || strings.Contains(second.logs.String(), `msg="requested sync"`)
+	resynced, ok := app.WaitApp(t, remedyWithin, func(a *v1alpha1.Application) bool {
+		st := a.Status.OperationState
+		return st != nil && !st.StartedAt.Equal(&stuck)
+	})
+	require.True(t, ok, "the second serve finishes the pending sync: %s\n%s", testenv.DescribeOperation(resynced), second.logs.String())
+	newOp := resynced.Status.OperationState.StartedAt
+	again := waitFor(unattendedWatch, func() bool {
+		st := app.Get(t).Status.OperationState
+		return st != nil && !st.StartedAt.Equal(&stuck) && !st.StartedAt.Equal(&newOp)
 	})
 	after := app.Get(t)
-	r.Controller = fmt.Sprintf("operation %s; after serve's TerminateOperation and SIGKILL, the controller resumed: %s", testenv.DescribeOperation(got), testenv.DescribeOperation(terminated))
-	r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed, terminate-and-resync (auto, rerunHooks) cut off after TerminateOperation; the second serve: %q; %s later no TerminateOperation or Sync (%t), operation %s",
-		firstLineOf(report), unattendedWatch, quiet, testenv.DescribeOperation(after))
-	require.Contains(t, report, "sync it by hand (argocd app sync "+app.Name+")", "the report names the fix")
-	require.True(t, quiet, "the second serve neither terminates nor syncs again:\n%s", second.logs.String())
-	require.Equal(t, synccommon.OperationFailed, phase(after), testenv.DescribeOperation(after))
-	require.True(t, after.Status.OperationState.StartedAt.Equal(&stuck), "no new operation: %s", testenv.DescribeOperation(after))
+	syncs := strings.Count(second.logs.String(), `msg="requested sync"`)
+	r.Controller = fmt.Sprintf("operation %s; after serve's TerminateOperation and SIGKILL, the controller resumed: %s; after the second serve: %s",
+		testenv.DescribeOperation(got), testenv.DescribeOperation(terminated), testenv.DescribeOperation(resynced))
+	r.Syncmedic = fmt.Sprintf("argocd/hook-completion-missed, terminate-and-resync (auto, rerunHooks) cut off after TerminateOperation with its checkpoint \"sync pending\" saved; "+
+		"the second serve resumed it: one new operation (%t), %s later no other operation (%t), no second TerminateOperation (%t)",
+		!newOp.Equal(&stuck), unattendedWatch, !again, !strings.Contains(second.logs.String(), `msg="terminated operation"`))
+	require.Contains(t, second.logs.String(), `msg="remediation resumed"`, "the second serve resumed the remedy")
+	require.False(t, again, "exactly one new operation: %s", testenv.DescribeOperation(after))
+	require.Equal(t, 1, syncs, "one Sync:\n%s", second.logs.String())
+	require.NotContains(t, second.logs.String(), `msg="terminated operation"`, "the terminate is not repeated")
 	onlyAnnounced(t, first.slack, lost)
 }
