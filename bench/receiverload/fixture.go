@@ -22,18 +22,43 @@ type signedEvent struct {
 
 // fixture is the event mix the load sends and the HelmReleases the dispatch evaluates them against.
 type fixture struct {
-	events   []signedEvent
+	events   []eventv1beta1.Event           // one per release, in order
 	releases map[string]*helmv2.HelmRelease // by subject
+	token    []byte
+	seq      int // events signed so far: each request body is distinct
 }
 
-// newFixture builds n distinct events about n HelmReleases (one per release); every stuckEvery-th release is stuck
+// batch signs n events, cycling over the releases' events, each with a sequence number of its own in its metadata
+// (as no two events notification-controller forwards have the same body): the receiver accepts a signed body once
+// within its replay window and answers a repeated one 202 without dispatching it, which would measure only its
+// duplicate check.
+func (fx *fixture) batch(n int) ([]signedEvent, error) {
+	out := make([]signedEvent, 0, n)
+	for i := range n {
+		ev := fx.events[i%len(fx.events)]
+		ev.Metadata = map[string]string{"revision": ev.Metadata["revision"], "token": fmt.Sprintf("%08x", fx.seq)}
+		fx.seq++
+		body, err := json.Marshal(ev)
+		if err != nil {
+			return nil, err
+		}
+		sig, err := flux.Sign(body, "sha256", fx.token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, signedEvent{body: body, signature: sig})
+	}
+	return out, nil
+}
+
+// newFixture builds n events about n HelmReleases (one per release; batch signs distinct copies of them); every stuckEvery-th release is stuck
 // (Ready=False DependencyNotReady although its dependency is Ready), the rest are healthy.
 //
 // hand-written state: the releases' status, held in memory for the dispatch to read and never written to an
 // apiserver: the benchmark measures the receiver's throughput, not a controller. The real helm-controller's
 // DependencyNotReady is in internal/conformance/flux TestDependencyNotReadyTakesTheWholeFluxPath.
 func newFixture(n, stuckEvery int, token []byte, now time.Time) (*fixture, error) {
-	fx := &fixture{releases: map[string]*helmv2.HelmRelease{}}
+	fx := &fixture{releases: map[string]*helmv2.HelmRelease{}, token: token}
 	for i := range n {
 		ns, name := fmt.Sprintf("team-%02d", i%40), fmt.Sprintf("app-%04d", i)
 		stuck := stuckEvery > 0 && i%stuckEvery == 0
@@ -59,15 +84,7 @@ func newFixture(n, stuckEvery int, token []byte, now time.Time) (*fixture, error
 			ev.Severity, ev.Reason, ev.Message = eventv1beta1.EventSeverityError, meta.DependencyNotReadyReason, ready.Message
 		}
 		hr.Status.Conditions = []metav1.Condition{ready}
-		body, err := json.Marshal(ev)
-		if err != nil {
-			return nil, err
-		}
-		sig, err := flux.Sign(body, "sha256", token)
-		if err != nil {
-			return nil, err
-		}
-		fx.events = append(fx.events, signedEvent{body: body, signature: sig})
+		fx.events = append(fx.events, ev)
 		fx.releases[flux.ReleaseSubject(ns, name)] = hr
 		if stuck {
 			db := hr.DeepCopy()

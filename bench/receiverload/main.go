@@ -74,8 +74,14 @@ func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string, res *benchut
 	fmt.Printf("load: %d signed (sha256) Flux events per target per round, %d concurrent, %d rounds, %d distinct events, 1 in %d HelmReleases stuck\n",
 		n, c, rounds, distinct, stuckEvery)
 	client := newClient(c)
-	drive(client, baseURL, fx.events, min(n, 2000), c) // warm-up, not counted
-	target.measure(client, recvURL, fx.events, min(n, 2000), c)
+	// Every request body is distinct (fixture.batch), signed before its round: a round's events are sent to both
+	// targets, the receiver seeing each body once.
+	warm, err := fx.batch(min(n, 2000))
+	if err != nil {
+		return err
+	}
+	drive(client, baseURL, warm, len(warm), c) // warm-up, not counted
+	target.measure(client, recvURL, warm, len(warm), c)
 
 	var base, recv result
 	for r := range rounds {
@@ -83,22 +89,30 @@ func run(n, c, rounds, distinct, stuckEvery int, cpuprofile string, res *benchut
 		if r%2 == 1 {
 			order = []string{"receiver", "baseline"}
 		}
+		events, err := fx.batch(n)
+		if err != nil {
+			return err
+		}
 		for _, name := range order {
 			if name == "baseline" {
-				got := drive(client, baseURL, fx.events, n, c)
+				got := drive(client, baseURL, events, n, c)
 				fmt.Printf("round %d baseline: %s\n", r+1, got)
 				res.Add(fmt.Sprintf("round %d baseline", r+1), "%s", got)
 				base.merge(got)
 				continue
 			}
-			got := target.measure(client, recvURL, fx.events, n, c)
+			got := target.measure(client, recvURL, events, n, c)
 			fmt.Printf("round %d receiver: %s\n", r+1, got)
 			res.Add(fmt.Sprintf("round %d receiver", r+1), "%s", got)
 			recv.merge(got)
 		}
 	}
 	if cpuprofile != "" {
-		if err := profile(cpuprofile, func() { target.measure(client, recvURL, fx.events, n, c) }); err != nil {
+		events, err := fx.batch(n)
+		if err != nil {
+			return err
+		}
+		if err := profile(cpuprofile, func() { target.measure(client, recvURL, events, n, c) }); err != nil {
 			return err
 		}
 	}
@@ -168,7 +182,12 @@ func (t *receiverTarget) measure(client *http.Client, url string, events []signe
 	cpu0, start := benchutil.CPUTime(), time.Now()
 	res := drive(client, url, events, n, c)
 	want := before + int64(res.statuses[http.StatusAccepted])
+	deadline := time.Now().Add(time.Minute)
 	for t.dispatched.Load() < want {
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "receiverload: %d events answered 202 were not dispatched within a minute (a 202 that queues nothing: a duplicate?)\n", want-t.dispatched.Load())
+			os.Exit(1)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	res.elapsed, res.cpu = time.Since(start), benchutil.CPUTime()-cpu0
