@@ -73,6 +73,16 @@ func announcedOnce(t *testing.T, f *fakeSlack, rule syncmedic.RuleID, name strin
 	return root
 }
 
+// onlyAnnouncement fails t when d announced anything but root (a reply in a thread is not an announcement).
+func onlyAnnouncement(t *testing.T, d *daemon, root slackPost) {
+	t.Helper()
+	for _, p := range d.slack.all() {
+		if p.ThreadTS == "" && p.TS != root.TS {
+			require.Failf(t, "another announcement", "%s", p.Text)
+		}
+	}
+}
+
 // daemon is one `syncmedic serve` process watching one namespace of a fluxreal stack, receiving its
 // notification-controller's signed events, announcing on a Slack test server.
 type daemon struct {

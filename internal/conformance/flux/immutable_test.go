@@ -66,11 +66,7 @@ func TestKustomizationImmutableFieldIsAnnounced(t *testing.T) {
 		return status == "False" && strings.Contains(m, "field is immutable") && u.GetResourceVersion() != refused.GetResourceVersion()
 	})
 	time.Sleep(10*time.Second + kustomizationThreshold)
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	evals := d.lookedAtKustomization(t, ns, "forced", from)
 	row.Controller = fmt.Sprintf("Ready=False %s %q on every retry; with spec.force: the Deployment recreated, Ready at the new commit",
 		reason, testNamespace.ReplaceAllString(firstLine(msg), "<ns>"))

@@ -148,11 +148,7 @@ func TestKustomizationDeletionHeldByAFailedPruneIsAnnounced(t *testing.T) {
 
 	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationDeletionStuck, "widgets", 60*time.Second, "flux/kustomization-deletion-stuck announced on Slack")
 	require.Contains(t, root.Text, "the prune of its inventory fails")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	still := stack.GetKustomization(t, ns, "widgets")
 	require.Contains(t, still.GetFinalizers(), flux.KustomizationFinalizer, "nothing removed the finalizer")
 	row.Syncmedic = fmt.Sprintf("flux/kustomization-deletion-stuck on Kustomization widgets (notify: the failed prune as evidence; finalizer left in place); near miss: no finding (evaluated: %t)", nearEvals > 0)
@@ -218,11 +214,7 @@ func TestKustomizationHealthCheckPastItsTimeoutNamesTheDeployment(t *testing.T) 
 
 	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationHealthCheckStuck, "short", 90*time.Second, "flux/kustomization-health-check-stuck announced on Slack")
 	require.Contains(t, root.Text, "held by Deployment/"+ns+"/web")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	require.True(t, healthChecking(stack.GetKustomization(t, ns, "long")), "the long one is still in its health check")
 	evals := d.lookedAtKustomization(t, ns, "long", from)
 	row.Controller = fmt.Sprintf("Ready=Unknown \"Reconciliation in progress\", Healthy=Unknown %q, frozen", testNamespace.ReplaceAllString(revisionRE.ReplaceAllString(healthMsg, "<rev>"), "<ns>"))
@@ -277,11 +269,7 @@ func TestKustomizationBehindItsSourceIsAnnounced(t *testing.T) {
 
 	root := announcedOnce(t, d.slack, syncmedic.RuleKustomizationStaleRevision, "app", 90*time.Second, "flux/kustomization-stale-revision announced on Slack")
 	require.Contains(t, root.Text, second)
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	app := stack.GetKustomization(t, ns, "app")
 	rev, _, _ := unstructured.NestedString(app.Object, "status", "lastAppliedRevision")
 	require.True(t, strings.HasSuffix(rev, first), "lastAppliedRevision still the first commit: %s", rev)
@@ -389,19 +377,8 @@ func TestKustomizationDependencyReadyButStillWaitingIsReconciled(t *testing.T) {
 	require.NotEmpty(t, req, "syncmedic wrote requestedAt")
 	handledAt, _, _ := unstructured.NestedString(ready.Object, "status", "lastHandledReconcileAt")
 	require.Equal(t, req, handledAt, "kustomize-controller handled syncmedic's request")
-	require.Eventually(t, func() bool {
-		for _, p := range d.slack.thread(root.TS) {
-			if strings.Contains(strings.ToLower(p.Text), "resolved") {
-				return true
-			}
-		}
-		return false
-	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	waitThread(t, d, root, "resolved", "the incident resolves")
+	onlyAnnouncement(t, d, root)
 	require.True(t, waiting(stack.GetKustomization(t, ns, "tools")), "tools still waits on a dependency that is not ready")
 	evals := d.lookedAtKustomization(t, ns, "tools", from)
 	row.Controller = fmt.Sprintf("apps Ready=False DependencyNotReady %q, kept after infra turned Ready (next dependency check in 5m); on syncmedic's request: handled (lastHandledReconcileAt), apps Ready",

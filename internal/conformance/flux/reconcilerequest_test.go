@@ -3,7 +3,6 @@ package flux_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,11 +72,7 @@ func TestKustomizationRequestNotHandledIsAnnounced(t *testing.T) {
 	waited := time.Since(mustParse(t, appReq))
 	require.GreaterOrEqual(t, waited, 30*time.Second+requestThreshold, "not before the timeout plus the threshold")
 	require.Contains(t, root.Text, "Kustomization "+ns+"/app")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	app := stack.GetKustomization(t, ns, "app")
 	require.False(t, handled(appReq)(app), "the request is still unhandled while the controller is frozen")
 	f, ok := d.scanFinding(t, syncmedic.RuleReconcileRequestNotHandled, ns, "app", "--reconcile-request-threshold", requestThreshold.String())
@@ -92,19 +87,8 @@ func TestKustomizationRequestNotHandledIsAnnounced(t *testing.T) {
 
 	resume()
 	stack.WaitForKustomization(t, ns, "app", 90*time.Second, "the request handled once resumed", handled(appReq))
-	require.Eventually(t, func() bool {
-		for _, p := range d.slack.thread(root.TS) {
-			if strings.Contains(strings.ToLower(p.Text), "resolved") {
-				return true
-			}
-		}
-		return false
-	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	waitThread(t, d, root, "resolved", "the incident resolves")
+	onlyAnnouncement(t, d, root)
 	require.Less(t, tookTwin, 30*time.Second+requestThreshold, "the handled request was handled within the bound")
 	row.Controller = fmt.Sprintf("frozen: requestedAt kept, lastHandledReconcileAt kept (%s) ≥ the timeout plus the threshold; resumed: handled; a request before the freeze: handled within the bound", handledText(before))
 	row.Syncmedic = fmt.Sprintf("flux/reconcile-request-not-handled on Kustomization app (notify; scan too), resolved once handled; handled request: no finding (evaluated: %t); suspended with a request: no finding (evaluated: %t)", evalsTwin > 0, evalsPaused > 0)
@@ -198,28 +182,13 @@ func TestReleaseRequestNotHandledIsAnnounced(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(mustParse(t, req)), 2*timeout+requestThreshold, "not before twice the timeout plus the threshold")
 	require.Contains(t, root.Text, "HelmRelease "+ns+"/cache")
 	require.False(t, handled(req)(stack.Get(t, ns, "cache")), "the request is still unhandled while the controller is frozen")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	onlyAnnouncement(t, d, root)
 	evals := d.lookedAt(t, ns, "twin", from)
 
 	resume()
 	stack.WaitFor(t, ns, "cache", 90*time.Second, "the request handled once resumed", handled(req))
-	require.Eventually(t, func() bool {
-		for _, p := range d.slack.thread(root.TS) {
-			if strings.Contains(strings.ToLower(p.Text), "resolved") {
-				return true
-			}
-		}
-		return false
-	}, 60*time.Second, 200*time.Millisecond, "the incident resolves")
-	for _, p := range d.slack.all() {
-		if p.ThreadTS == "" && p.TS != root.TS {
-			require.Failf(t, "another announcement", "%s", p.Text)
-		}
-	}
+	waitThread(t, d, root, "resolved", "the incident resolves")
+	onlyAnnouncement(t, d, root)
 	row.Controller = fmt.Sprintf("frozen: requestedAt kept, lastHandledReconcileAt kept (%s) ≥ twice the timeout plus the threshold; resumed: handled; a request before the freeze: handled", handledText(before))
 	row.Syncmedic = fmt.Sprintf("flux/reconcile-request-not-handled on HelmRelease cache (notify), resolved once handled; handled request: no finding (evaluated: %t)", evals > 0)
 }
