@@ -29,8 +29,19 @@ func terminatedApp() *v1alpha1.Application {
 // off after its TerminateOperation ("sync" pending): it syncs once, only when the terminated operation is still the
 // latest, ended by that terminate, with nothing newer requested and the application not already synced; otherwise it
 // writes nothing and says why.
+//
+// hand-written state: each row varies terminatedApp's in-memory operation state (a pure decision table, no
+// apiserver); the real v2.14.21 controller's side of the resume is proven by internal/conformance/argo
+// TestARemedyCutOffAfterItsTerminateIsFinishedOnceByTheNextServe.
 func TestResumeSyncsOnlyWhatTheTerminateLeft(t *testing.T) {
 	f := stuckFinding(stuckApp())
+	// succeeded is terminatedApp whose operation (started at startedAt) ended Succeeded instead.
+	succeeded := func(startedAt metav1.Time) *v1alpha1.Application {
+		a := terminatedApp()
+		a.Status.OperationState.StartedAt = startedAt
+		a.Status.OperationState.Phase, a.Status.OperationState.Message = synccommon.OperationSucceeded, "successfully synced (all tasks run)"
+		return a
+	}
 	tests := []struct {
 		name   string
 		app    func() *v1alpha1.Application
@@ -44,17 +55,8 @@ func TestResumeSyncsOnlyWhatTheTerminateLeft(t *testing.T) {
 			a.Operation = &v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{}}
 			return a
 		}, step: "app=argocd/shop: someone else synced it since syncmedic terminated the operation started at 2026-03-10T11:00:00Z (operation started at 2026-03-10T11:00:00Z, phase Failed): not syncing again"},
-		{name: "a newer operation ran since: not synced again", app: func() *v1alpha1.Application {
-			a := terminatedApp()
-			a.Status.OperationState.StartedAt = metav1.NewTime(now)
-			a.Status.OperationState.Phase, a.Status.OperationState.Message = synccommon.OperationSucceeded, "successfully synced (all tasks run)"
-			return a
-		}, step: "app=argocd/shop: someone else synced it since syncmedic terminated the operation started at 2026-03-10T11:00:00Z (operation started at 2026-03-10T12:00:00Z, phase Succeeded): not syncing again"},
-		{name: "the operation ended Succeeded before the terminate reached it: not synced", app: func() *v1alpha1.Application {
-			a := terminatedApp()
-			a.Status.OperationState.Phase, a.Status.OperationState.Message = synccommon.OperationSucceeded, "successfully synced (all tasks run)"
-			return a
-		}, step: "app=argocd/shop: the operation started at 2026-03-10T11:00:00Z ended by itself (phase Succeeded: successfully synced (all tasks run)), not by syncmedic's terminate: not syncing again"},
+		{name: "a newer operation ran since: not synced again", app: func() *v1alpha1.Application { return succeeded(metav1.NewTime(now)) }, step: "app=argocd/shop: someone else synced it since syncmedic terminated the operation started at 2026-03-10T11:00:00Z (operation started at 2026-03-10T12:00:00Z, phase Succeeded): not syncing again"},
+		{name: "the operation ended Succeeded before the terminate reached it: not synced", app: func() *v1alpha1.Application { return succeeded(terminatedApp().Status.OperationState.StartedAt) }, step: "app=argocd/shop: the operation started at 2026-03-10T11:00:00Z ended by itself (phase Succeeded: successfully synced (all tasks run)), not by syncmedic's terminate: not syncing again"},
 		{name: "the operation failed by itself (a hook failed): not synced", app: func() *v1alpha1.Application {
 			a := terminatedApp()
 			a.Status.OperationState.Message = "one or more synchronization tasks completed unsuccessfully"
