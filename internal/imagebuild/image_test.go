@@ -292,13 +292,9 @@ func hasProjectedToken(pod *corev1.Pod) bool {
 
 func fileData(t *testing.T, files []ociimage.File, p string) []byte {
 	t.Helper()
-	for _, f := range files {
-		if f.Path == p {
-			return f.Data
-		}
-	}
-	t.Fatalf("no %s in the layer", p)
-	return nil
+	data, err := ociimage.FileData(files, p)
+	require.NoError(t, err)
+	return data
 }
 
 // imagePod runs the image once, without a service account token, with the chart's container security context.

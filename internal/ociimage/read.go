@@ -14,6 +14,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
+// FileData returns the data of the file at path among files (as ReadLayer returns them).
+func FileData(files []File, path string) ([]byte, error) {
+	for _, f := range files {
+		if f.Path == path {
+			return f.Data, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s in the layer", path)
+}
+
 // ReadLayer reads a layout archive (Layout.Tar) back: the files of the layer of the image for goos/goarch, as the
 // archive holds them (a regular file's Data, every entry's Mode, owner and type), with the manifest's configuration
 // blob. It follows index.json through an image index when there is one, and fails on anything it cannot follow.

@@ -167,21 +167,26 @@ func TestMakeRelease(t *testing.T) {
 
 		archive, err := os.ReadFile(filepath.Join(out, ImageArchive(version)))
 		require.NoError(t, err)
+		var builtBinary []byte // the image's binary for the platform built for real
 		for _, p := range DefaultImagePlatforms() {
 			goos, goarch, _ := strings.Cut(p, "/")
 			files, _, err := ociimage.ReadLayer(archive, goos, goarch)
 			require.NoError(t, err, p)
 			released, err := os.ReadFile(filepath.Join(out, BinaryName(version, p)))
 			require.NoError(t, err)
-			require.True(t, bytes.Equal(released, fileData(t, files, imagebuild.BinaryPath)), "%s: the image's binary is not the released one", p)
+			inImage, err := ociimage.FileData(files, imagebuild.BinaryPath)
+			require.NoError(t, err, p)
+			require.True(t, bytes.Equal(released, inImage), "%s: the image's binary is not the released one", p)
+			if p == built {
+				builtBinary = inImage
+			}
 		}
 		if runtime.GOOS+"/"+runtime.GOARCH != built {
 			t.Skipf("runs a %s binary", built)
 		}
-		files, _, err := ociimage.ReadLayer(archive, "linux", "amd64")
-		require.NoError(t, err)
+		require.NotNil(t, builtBinary, "the image holds %s", built)
 		p := filepath.Join(t.TempDir(), "syncmedic")
-		require.NoError(t, os.WriteFile(p, fileData(t, files, imagebuild.BinaryPath), 0o755))
+		require.NoError(t, os.WriteFile(p, builtBinary, 0o755))
 		b, err := exec.Command(p, "version").CombinedOutput()
 		require.NoError(t, err, "%s", b)
 		require.Equal(t, "syncmedic v0.1.0 ("+runtime.Version()+", linux/amd64)\ncommit: "+commit+"\nbuilt: 2026-11-29T10:00:00Z\n", string(b))
@@ -324,18 +329,6 @@ func entries(t *testing.T, dir string) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// fileData returns the data of the layer's file p.
-func fileData(t *testing.T, files []ociimage.File, p string) []byte {
-	t.Helper()
-	for _, f := range files {
-		if f.Path == p {
-			return f.Data
-		}
-	}
-	t.Fatalf("no %s in the layer", p)
-	return nil
 }
 
 // images lists "Kind/name: image" for every container of every workload in a multi-document YAML stream.
