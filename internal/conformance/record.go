@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
 // DirEnv names the directory the rows are written to; `make test` sets it to bin/compat. Unset, Record does nothing,
@@ -60,7 +62,9 @@ func Record(t testing.TB, r Row) {
 	}
 	r.Test = t.Name()
 	t.Cleanup(func() {
-		if err := VerifyVersion(r, binDir()); err != nil {
+		if bin, err := testenv.BinDir(); err != nil {
+			t.Errorf("conformance: %v", err)
+		} else if err := VerifyVersion(r, bin); err != nil {
 			t.Errorf("conformance: %v", err)
 		}
 		r = finish(r, t.Failed(), t.Skipped())
@@ -176,21 +180,4 @@ func Check(rows []Row) error {
 		return fmt.Errorf("%d of %d conformance rows did not pass:\n%s", len(bad), len(rows), strings.Join(bad, "\n"))
 	}
 	return nil
-}
-
-// binDir is where the tools are: $SYNCMEDIC_BIN (make test sets it), else bin/ of the module, found upwards from
-// the test's directory.
-func binDir() string {
-	if d := os.Getenv("SYNCMEDIC_BIN"); d != "" {
-		return d
-	}
-	dir, _ := os.Getwd()
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return filepath.Join(d, "bin")
-		}
-		if filepath.Dir(d) == d {
-			return filepath.Join(dir, "bin")
-		}
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/syncmedic/syncmedic/internal/testenv"
 )
 
 func TestRanBinaryNamesTheBinaryOfEachSingleRelease(t *testing.T) {
@@ -46,6 +48,8 @@ func TestVerifyVersionAcceptsTheToolsBinaries(t *testing.T) {
 	for _, r := range []Row{{Tool: "Argo CD", Version: "v2.14.21"}, {Tool: "Argo CD", Version: "v3.6.1"}, {Tool: "Argo CD", Version: "v3.0.12"},
 		{Tool: "Flux", Version: "helm-controller v1.4.3"}, {Tool: "Flux", Version: "helm-controller v0.37.2"},
 		{Tool: "Flux", Version: "kustomize-controller v1.7.3"}, {Tool: "Argo Workflows", Version: "v3.5.10"}, {Tool: "Argo Workflows", Version: "v3.6.2"}} {
-		require.NoError(t, VerifyVersion(r, binDir()), r.Version)
+		bin, err := testenv.BinDir()
+		require.NoError(t, err)
+		require.NoError(t, VerifyVersion(r, bin), r.Version)
 	}
 }
